@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Quick start: `bash scripts/quickstart.sh demo` (set up, then run the main job) or
+# `bash scripts/quickstart.sh test` (set up, then run the test suite). Idempotent: a second run
+# skips every step that is already done. Each step prints what it does and how long it took.
+set -euo pipefail
+goal="${1:-demo}"; shift || true
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+venv="${SPARRING_VENV:-$root/.venv}"
+
+step() {  # step NAME CMD...: run CMD, print its duration
+  local name="$1"; shift
+  local t0=$SECONDS
+  echo "→ $name"
+  "$@"
+  echo "✓ $name ($((SECONDS - t0)) s)"
+}
+
+case "$goal" in demo|test) ;; *) echo "usage: bash scripts/quickstart.sh demo|test [args...]" >&2; exit 2;; esac
+
+if [ ! -x "$venv/bin/python" ]; then
+  step "virtualenv $venv" python3 -m venv "$venv"
+fi
+py="$venv/bin/python"
+stamp="$venv/.sparring-installed"
+want="$(cat pyproject.toml | sha256sum | cut -c1-16)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  # A CPU build of torch first where there is no CUDA: an unpinned torch pulls GBs of CUDA packages.
+  if ! command -v nvidia-smi >/dev/null 2>&1; then
+    step "torch 2.13.0 (CPU)" "$py" -m pip install -q torch==2.13.0
+  fi
+  step "sparring with extras train,serve,dev" "$py" -m pip install -q -e ".[train,serve,dev]"
+  echo "$want" > "$stamp"
+else
+  echo "✓ python environment (already there)"
+fi
+export PATH="$venv/bin:$PATH"
+
+step "sparring setup --for $goal" sparring setup --for "$goal"
+
+if [ "$goal" = demo ]; then
+  step "main job: sparring demo" sparring demo "$@"
+else
+  set +e
+  "$py" -m pytest "$@"
+  rc=$?
+  set -e
+  if [ "$rc" = 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi
+  exit "$rc"
+fi

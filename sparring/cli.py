@@ -1,0 +1,167 @@
+"""The ``sparring`` command line.
+
+The front door only: each room of the package registers its own commands (``register``) and its
+own setup requirements (``requirements``) from a small module, so ``sparring setup`` and
+``sparring doctor`` walk one list of checks, and every command imports its heavy parts lazily.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sparring import SparringError
+
+console = Console(stderr=True)
+
+#: Modules that contribute commands and requirements, in setup order.
+COMMAND_MODULES = [
+    "sparring.envs.swe.cli_sandbox",
+    "sparring.envs.search.cli",
+    "sparring.agents.cli",
+    "sparring.envs.swe.cli_repos",
+    "sparring.envs.swe.cli_bugs",
+    "sparring.training.cli",
+]
+
+#: What each quick-start goal needs set up.
+GOALS = ("demo", "test")
+
+
+@dataclass
+class Requirement:
+    """One thing setup provides and doctor checks.
+
+    Attributes:
+        name: Short label shown in tables ("docker engine", "base image", ...).
+        check: Returns (present, detail); must be fast and must not raise for a missing piece.
+        ensure: Builds or starts the piece (idempotent); raises SparringError with the fix if it can't.
+        fix: The command a user runs to provide the piece.
+        needed_for: Which goals need it ("demo", "test").
+        required: Whether doctor fails (non-zero exit) when it is missing.
+    """
+
+    name: str
+    check: Callable[[], tuple[bool, str]]
+    ensure: Callable[[], None]
+    fix: str
+    needed_for: frozenset[str] = field(default_factory=lambda: frozenset(GOALS))
+    required: bool = True
+
+
+def _modules() -> list:
+    mods = []
+    for name in COMMAND_MODULES:
+        try:
+            mods.append(importlib.import_module(name))
+        except ModuleNotFoundError as e:
+            if e.name != name:  # the module exists but one of its imports is missing
+                raise
+    return mods
+
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="Self-play environments and co-training.")
+GROUPS: dict[str, typer.Typer] = {
+    "build": typer.Typer(no_args_is_help=True, help="Build images and other artefacts."),
+    "bench": typer.Typer(no_args_is_help=True, help="Benchmarks; each prints one JSON object with --json."),
+    "eval": typer.Typer(no_args_is_help=True, help="Evaluate a model on held-out tasks."),
+    "export": typer.Typer(no_args_is_help=True, help="Export datasets."),
+    "repos": typer.Typer(no_args_is_help=True, help="The SWE repository catalog."),
+    "bugs": typer.Typer(no_args_is_help=True, help="Stores of validated bugs."),
+    "corpus": typer.Typer(no_args_is_help=True, help="Retrieval corpora."),
+}
+for _name, _group in GROUPS.items():
+    app.add_typer(_group, name=_name)
+
+
+def requirements() -> list[Requirement]:
+    """Every room's requirements, in setup order."""
+    reqs: list[Requirement] = []
+    for mod in _modules():
+        if hasattr(mod, "requirements"):
+            reqs.extend(mod.requirements())
+    return reqs
+
+
+@app.command()
+def doctor() -> None:
+    """Check the Docker engine, images, model and corpus; print the fix for each missing piece."""
+    table = Table(title="sparring doctor")
+    for col in ("piece", "status", "detail", "fix"):
+        table.add_column(col)
+    missing_required = 0
+    for req in requirements():
+        try:
+            ok, detail = req.check()
+        except Exception as e:  # a check must never turn into a traceback
+            ok, detail = False, f"check failed: {e}"
+        if not ok and req.required:
+            missing_required += 1
+        status = "[green]ok[/]" if ok else ("[red]missing[/]" if req.required else "[yellow]missing[/]")
+        table.add_row(req.name, status, detail, "" if ok else req.fix)
+    Console().print(table)
+    if missing_required:
+        console.print(f"[red]{missing_required} required piece(s) missing[/]: run the fix commands above.")
+        raise typer.Exit(1)
+
+
+@app.command()
+def setup(
+    goal: str = typer.Option("test", "--for", help="What to set up for: demo (the main job) or test."),
+) -> None:
+    """Set up what GOAL needs (Docker engine, base image, corpus, model, repo images); idempotent."""
+    if goal not in GOALS:
+        raise SparringError(f"unknown setup goal {goal!r}; use one of: {', '.join(GOALS)}.")
+    total = time.perf_counter()
+    for req in requirements():
+        if goal not in req.needed_for:
+            continue
+        t0 = time.perf_counter()
+        ok, detail = req.check()
+        if ok:
+            console.print(f"[green]✓[/] {req.name}: {detail} (already there)")
+            continue
+        console.print(f"[cyan]→[/] {req.name}: setting up ...")
+        req.ensure()
+        ok, detail = req.check()
+        if not ok:
+            raise SparringError(f"setup of {req.name} did not produce it ({detail}); try: {req.fix}")
+        console.print(f"[green]✓[/] {req.name}: {detail} ({time.perf_counter() - t0:.1f} s)")
+    console.print(f"setup for {goal} done in {time.perf_counter() - total:.1f} s")
+
+
+for _mod in _modules():
+    if hasattr(_mod, "register"):
+        _mod.register(app, GROUPS)
+
+
+def main() -> None:
+    """Entry point: run the CLI; a user-fixable error prints one sentence, not a traceback."""
+    try:
+        app(standalone_mode=False)
+    except SparringError as e:
+        console.print(f"[red]error:[/] {e}")
+        sys.exit(2)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        console.print("aborted")
+        sys.exit(130)
+    except Exception as e:  # click's usage errors
+        import click
+
+        if isinstance(e, click.ClickException):
+            e.show()
+            sys.exit(e.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()
