@@ -240,7 +240,7 @@ def parse_tool_call(text: str, specs: dict[str, ToolSpec]) -> ToolCall | ToolCal
 
     # Shorthand <name>value</name>: the earliest tag of a known tool wins.
     best: tuple[int, str, str] | None = None
-    for name, spec in specs.items():
+    for name in specs:
         m2 = re.search(rf"<{re.escape(name)}>(.*?)</{re.escape(name)}>", text, re.DOTALL)
         if m2 and (best is None or m2.start() < best[0]):
             best = (m2.start(), name, m2.group(1))
@@ -285,7 +285,9 @@ def _check_call(name: str, args: dict[str, Any], specs: dict[str, ToolSpec]) -> 
             elif kind == "string" and not isinstance(value, str):
                 value = json.dumps(value) if isinstance(value, dict | list) else str(value)
         except (TypeError, ValueError):
-            return ToolCallError(f"Error: argument {key!r} of {name!r} must be of type {kind}.")
+            return ToolCallError(
+                f"Error: argument {key!r} of {name!r} must be of type {kind}. Use:\n  {spec.example()}"
+            )
         converted[key] = value
     return ToolCall(name, converted)
 
@@ -367,7 +369,7 @@ class TextEnv(gym.Env[str, str]):
     A tool ends the episode by calling :meth:`_finish` with the outcome dict and outcome reward.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
     role: ClassVar[str] = ""
     domain: ClassVar[str] = ""
 
