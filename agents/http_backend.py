@@ -1,0 +1,219 @@
+"""OpenAI-compatible HTTP backend (httpx): ``vllm serve``, ``sparring serve-policy``, hosted APIs.
+
+Where the server's completions API takes token-id prompts and returns the sampled ids (vLLM and
+``sparring serve-policy`` do: ``prompt`` as a list of ids; ids from ``token_ids`` or from
+``"token_id:N"`` logprob tokens), episodes stay token-exact and can be trained on. A chat-only
+hosted API is reached with ``chat_only=True``: it plays episodes for evaluation from messages and
+text, and training refuses it (:func:`~sparring.agents.generation.require_token_exact`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from sparring import SparringError
+from sparring.agents.generation import ChatGenerator, Generation, Generator, SamplingParams
+
+__all__ = ["HTTPChatGenerator", "HTTPGenerator", "connect"]
+
+
+class _Client:
+    """A small JSON client for one OpenAI-compatible base URL."""
+
+    def __init__(self, base_url: str, api_key: str | None, timeout: float):
+        import httpx
+
+        self.base_url = base_url.rstrip("/")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
+
+    def get(self, path: str) -> dict[str, Any]:
+        return self._handle(lambda: self.http.get(path), path)
+
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._handle(lambda: self.http.post(path, json=body), path)
+
+    def _handle(self, call: Any, path: str) -> dict[str, Any]:
+        import httpx
+
+        try:
+            response = call()
+        except httpx.HTTPError as e:
+            raise SparringError(
+                f"cannot reach the policy server at {self.base_url} ({type(e).__name__}: {e}); "
+                "start it (e.g. `sparring serve-policy` or `vllm serve MODEL`) or fix --base-url."
+            ) from e
+        if response.status_code >= 400:
+            raise SparringError(
+                f"the policy server at {self.base_url}{path} answered {response.status_code}: {response.text[:300]}"
+            )
+        return response.json()
+
+    def model_id(self) -> str:
+        data = self.get("/models").get("data") or []
+        if not data:
+            raise SparringError(f"the policy server at {self.base_url} lists no model; pass --model.")
+        return str(data[0]["id"])
+
+
+def _token_ids(choice: dict[str, Any]) -> list[int] | None:
+    """The sampled ids of a completion choice, from ``token_ids`` or ``"token_id:N"`` logprob tokens."""
+    if isinstance(choice.get("token_ids"), list):
+        return [int(t) for t in choice["token_ids"]]
+    tokens = (choice.get("logprobs") or {}).get("tokens") or []
+    if tokens and all(isinstance(t, str) and t.startswith("token_id:") for t in tokens):
+        return [int(t.split(":", 1)[1]) for t in tokens]
+    return None
+
+
+class HTTPGenerator:
+    """A token-level :class:`Generator` over an OpenAI-compatible completions API.
+
+    Args:
+        base_url: Server root including ``/v1`` (e.g. ``http://127.0.0.1:8000/v1``).
+        model: The served model's name (None: the first of ``/v1/models``).
+        tokenizer: The tokenizer used to template prompts (None: loaded from ``tokenizer_name``).
+        tokenizer_name: Hub id or local path of the tokenizer (None: the served model's name).
+        api_key: Bearer token, if the server needs one.
+        timeout: Seconds per request.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str | None = None,
+        *,
+        tokenizer: Any = None,
+        tokenizer_name: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 600.0,
+    ):
+        """Connect and load the tokenizer."""
+        from sparring.agents.model import load_tokenizer
+
+        self.client = _Client(base_url, api_key, timeout)
+        self.name = model or self.client.model_id()
+        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(tokenizer_name or self.name)
+
+    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Generation]:
+        """One completions request for the whole batch."""
+        if not prompts:
+            return []
+        body: dict[str, Any] = {
+            "model": self.name,
+            "prompt": [list(p) for p in prompts],
+            "max_tokens": sampling.max_new_tokens,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "logprobs": 0,
+            "return_tokens_as_token_ids": True,
+            "return_token_ids": True,
+            "include_stop_str_in_output": True,
+            "skip_special_tokens": True,
+        }
+        if sampling.stop:
+            body["stop"] = list(sampling.stop)
+        if sampling.seed is not None:
+            body["seed"] = sampling.seed
+        choices = sorted(self.client.post("/completions", body).get("choices") or [], key=lambda c: c["index"])
+        if len(choices) != len(prompts):
+            raise SparringError(
+                f"the policy server at {self.client.base_url} answered {len(choices)} completions for "
+                f"{len(prompts)} prompts; it does not support batched token-id prompts (use vllm serve)."
+            )
+        out = []
+        for choice in choices:
+            ids = _token_ids(choice)
+            logprobs = (choice.get("logprobs") or {}).get("token_logprobs")
+            if ids is None or logprobs is None or len(logprobs) != len(ids):
+                raise SparringError(
+                    f"the policy server at {self.client.base_url} returned no token ids or logprobs; it cannot be "
+                    "used for token-exact episodes (use vllm serve or sparring serve-policy, or --chat-only for eval)."
+                )
+            out.append(
+                Generation(
+                    token_ids=ids,
+                    logprobs=[float(x) for x in logprobs],
+                    text=choice.get("text", ""),
+                    finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
+                )
+            )
+        return out
+
+
+class HTTPChatGenerator:
+    """A chat-only :class:`ChatGenerator` (hosted APIs): text in, text out, for evaluation only.
+
+    Tool calls the API returns as structured ``tool_calls`` are written back as
+    ``<tool_call>{json}</tool_call>`` text, the form the envs parse.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str | None = None,
+        *,
+        api_key: str | None = None,
+        timeout: float = 600.0,
+        max_parallel: int = 8,
+    ):
+        """Connect; ``max_parallel`` bounds concurrent requests (chat APIs take one conversation each)."""
+        self.client = _Client(base_url, api_key, timeout)
+        self.name = model or self.client.model_id()
+        self.max_parallel = max_parallel
+
+    def chat(
+        self, conversations: Sequence[list[dict[str, Any]]], sampling: SamplingParams, tools: Any = None
+    ) -> list[Generation]:
+        """One chat request per conversation, in parallel."""
+
+        def one(messages: list[dict[str, Any]]) -> Generation:
+            body: dict[str, Any] = {
+                "model": self.name,
+                "messages": messages,
+                "max_tokens": sampling.max_new_tokens,
+                "temperature": sampling.temperature,
+                "top_p": sampling.top_p,
+            }
+            if sampling.stop:
+                body["stop"] = list(sampling.stop)[:4]  # hosted APIs accept at most four
+            if sampling.seed is not None:
+                body["seed"] = sampling.seed
+            choice = (self.client.post("/chat/completions", body).get("choices") or [{}])[0]
+            message = choice.get("message") or {}
+            text = message.get("content") or ""
+            for call in message.get("tool_calls") or []:
+                fn = call.get("function", {})
+                args = fn.get("arguments", "{}")
+                payload = {"name": fn.get("name"), "arguments": json.loads(args) if isinstance(args, str) else args}
+                text += f"<tool_call>{json.dumps(payload)}</tool_call>"
+            reason = "length" if choice.get("finish_reason") == "length" else "stop"
+            return Generation(token_ids=[], logprobs=[], text=text, finish_reason=reason)
+
+        with ThreadPoolExecutor(max_workers=max(1, min(self.max_parallel, len(conversations)))) as pool:
+            return list(pool.map(one, conversations))
+
+
+def connect(
+    model: str | None = None,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    chat_only: bool = False,
+    tokenizer_name: str | None = None,
+    timeout: float = 600.0,
+) -> Generator | ChatGenerator:
+    """A token-level or chat-only HTTP generator.
+
+    ``base_url`` defaults to ``$OPENAI_BASE_URL`` or ``http://127.0.0.1:8000/v1``; ``api_key`` to
+    ``$OPENAI_API_KEY``.
+    """
+    base_url = base_url or os.environ.get("OPENAI_BASE_URL") or "http://127.0.0.1:8000/v1"
+    api_key = api_key or os.environ.get("OPENAI_API_KEY")
+    if chat_only:
+        return HTTPChatGenerator(base_url, model, api_key=api_key, timeout=timeout)
+    return HTTPGenerator(base_url, model, tokenizer_name=tokenizer_name, api_key=api_key, timeout=timeout)

@@ -1,0 +1,97 @@
+"""Scripted agents for tests and baselines: they act from text, with no model.
+
+An agent here answers ``act(observation, info) -> action``; the episode runner plays it exactly
+like a model, so a scripted baseline and a policy produce the same :class:`Episode` records (with
+empty token fields).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = ["Agent", "RandomToolAgent", "ReplayAgent"]
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """A text policy for one episode at a time."""
+
+    name: str
+
+    def reset(self, observation: str, info: dict[str, Any]) -> None:
+        """Start a new episode with its first observation and reset info."""
+        ...
+
+    def act(self, observation: str, info: dict[str, Any]) -> str:
+        """The next action for the latest observation."""
+        ...
+
+
+class ReplayAgent:
+    """Plays a fixed list of actions in order (a known fix, a known bug); then repeats the last one.
+
+    Example:
+        >>> agent = ReplayAgent(["<peek>0</peek>", "<answer>7</answer>"])
+    """
+
+    def __init__(self, actions: Sequence[str], name: str = "replay"):
+        """Remember the actions to replay."""
+        if not actions:
+            raise ValueError("a replay agent needs at least one action")
+        self.actions = list(actions)
+        self.name = name
+        self._next = 0
+
+    def reset(self, observation: str, info: dict[str, Any]) -> None:
+        """Start over from the first action."""
+        self._next = 0
+
+    def act(self, observation: str, info: dict[str, Any]) -> str:
+        """The next scripted action."""
+        action = self.actions[min(self._next, len(self.actions) - 1)]
+        self._next += 1
+        return action
+
+
+class RandomToolAgent:
+    """Calls a random tool of the env with random short arguments each turn (a floor baseline).
+
+    The tools come from the reset ``info["tools"]`` JSON schemas, so it works on any env; calls
+    alternate between the JSON and the shorthand forms so both parsers are exercised.
+    """
+
+    def __init__(self, seed: int | None = None, vocabulary: Sequence[str] = (), name: str = "random-tool"):
+        """Seed the choices; ``vocabulary`` supplies string arguments (default: a few generic words)."""
+        self.rng = np.random.default_rng(seed)
+        self.vocabulary = list(vocabulary) or ["test", "error", "python", "0", "1", "README", "ls", "the"]
+        self.name = name
+        self._tools: list[dict[str, Any]] = []
+
+    def reset(self, observation: str, info: dict[str, Any]) -> None:
+        """Read the tools of the new episode."""
+        self._tools = [t.get("function", t) for t in info.get("tools", [])]
+
+    def _value(self, kind: str) -> Any:
+        if kind == "integer":
+            return int(self.rng.integers(0, 5))
+        if kind == "number":
+            return float(self.rng.random())
+        if kind == "boolean":
+            return bool(self.rng.integers(0, 2))
+        return " ".join(self.rng.choice(self.vocabulary, size=int(self.rng.integers(1, 4))).tolist())
+
+    def act(self, observation: str, info: dict[str, Any]) -> str:
+        """A random call of a random tool."""
+        if not self._tools:
+            return "I have no tools."
+        fn = self._tools[int(self.rng.integers(0, len(self._tools)))]
+        params = fn.get("parameters", {})
+        required = params.get("required", [])
+        args = {name: self._value(params["properties"][name].get("type", "string")) for name in required}
+        if len(required) == 1 and self.rng.random() < 0.5:
+            return f"<{fn['name']}>{args[required[0]]}</{fn['name']}>"
+        return f"<tool_call>{json.dumps({'name': fn['name'], 'arguments': args})}</tool_call>"
