@@ -1,0 +1,65 @@
+"""Rewards of the SWE game (defaults from Self-play SWE-RL, DESIGN §3.3).
+
+The solver earns ``+1`` when its repair is graded solved and ``−1`` otherwise. The injector's
+reward needs the solvers' results, so the inject env ends with the validation verdict only and
+the trainer calls :func:`injector_reward` once the G repair attempts are graded:
+
+* ``−1`` for an invalid artifact (any of the seven checks failed);
+* ``−α`` when the solve rate ``s`` is 0 or 1 (too hard or too easy teaches nothing);
+* ``1 − (1 + α)·s`` otherwise, which is highest for bugs that are rarely, but sometimes, solved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["SWERewards", "injector_reward", "solve_rate", "solver_reward"]
+
+
+@dataclass
+class SWERewards:
+    """Reward settings of both SWE roles (defaults: SSR)."""
+
+    alpha: float = 0.8
+    """α: the penalty for a bug that every or no solver attempt solved, and the slope of the reward."""
+    solver_solved: float = 1.0
+    """Solver reward for a repair graded solved."""
+    solver_unsolved: float = -1.0
+    """Solver reward for any other ending (wrong repair, no submission, turn limit)."""
+    injector_invalid: float = -1.0
+    """Injector reward for an artifact that fails validation (or no artifact)."""
+
+
+def solver_reward(solved: bool, rewards: SWERewards | None = None) -> float:
+    """``solver_solved`` if the repair was graded solved, else ``solver_unsolved``."""
+    rewards = rewards or SWERewards()
+    return rewards.solver_solved if solved else rewards.solver_unsolved
+
+
+def solve_rate(results: list[bool]) -> float:
+    """Fraction of graded repair attempts that solved the bug (0 for none)."""
+    return sum(results) / len(results) if results else 0.0
+
+
+def injector_reward(valid: bool, solve_rate: float | None, rewards: SWERewards | None = None) -> float:
+    """The injector's reward from its validation verdict and the solvers' solve rate.
+
+    Args:
+        valid: Whether the artifact passed all seven validation checks.
+        solve_rate: Fraction of the G repair attempts graded solved; ignored when invalid.
+        rewards: Reward settings; SSR's defaults when None.
+
+    Example:
+        >>> injector_reward(True, 0.25)
+        0.55
+        >>> injector_reward(True, 1.0)
+        -0.8
+    """
+    rewards = rewards or SWERewards()
+    if not valid:
+        return rewards.injector_invalid
+    if solve_rate is None or not 0.0 <= solve_rate <= 1.0:
+        raise ValueError(f"solve_rate must be in [0, 1] for a valid bug, got {solve_rate!r}")
+    if solve_rate in (0.0, 1.0):
+        return -rewards.alpha
+    return round(1.0 - (1.0 + rewards.alpha) * solve_rate, 12)
