@@ -101,11 +101,13 @@ class EpisodeRunner:
 
     Args:
         policy: A :class:`Generator` (token-exact episodes), a :class:`ChatGenerator` (text only,
-            for evaluation) or a zero-argument factory of scripted :class:`Agent`s.
+            for evaluation) or a factory of scripted :class:`Agent`s, called with each episode's spec.
         config: Runner settings.
     """
 
-    def __init__(self, policy: Generator | ChatGenerator | Callable[[], Agent], config: RunnerConfig | None = None):
+    def __init__(
+        self, policy: Generator | ChatGenerator | Callable[[EpisodeSpec], Agent], config: RunnerConfig | None = None
+    ):
         """Remember the policy; a token policy's chat template is probed once here."""
         self.policy = policy
         self.config = config or RunnerConfig()
@@ -256,7 +258,7 @@ class EpisodeRunner:
 
     def _start(self, state: _Live) -> None:
         if self.mode == "scripted":
-            state.agent = self.policy()  # type: ignore[operator,call-arg]
+            state.agent = self.policy(state.spec)  # type: ignore[operator,call-arg]
             assert state.agent is not None
             state.agent.reset(state.observation, state.info)
             return
@@ -343,7 +345,7 @@ def _close(state: _Live) -> None:
 
 
 def run_episodes(
-    policy: Generator | ChatGenerator | Callable[[], Agent],
+    policy: Generator | ChatGenerator | Callable[[EpisodeSpec], Agent],
     specs: Sequence[EpisodeSpec],
     config: RunnerConfig | None = None,
 ) -> list[Episode]:

@@ -1,0 +1,130 @@
+"""Commands and setup requirements of the agents room.
+
+``sparring demo`` (the main job), ``sparring serve-policy`` and ``sparring bench rollout``; setup
+converts the default model (SmolLM2-135M-Instruct) once for the demo and the tests.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+__all__ = ["register", "requirements"]
+
+
+def _model_state() -> tuple[bool, str]:
+    from sparring.agents.model import DEFAULT_MODEL, default_model_dir, default_model_present
+
+    if not default_model_present():
+        return False, f"not converted in {default_model_dir()}"
+    size = (default_model_dir() / "model.safetensors").stat().st_size
+    return True, f"{DEFAULT_MODEL}, safetensors {size / 2**20:.0f} MiB ({default_model_dir()})"
+
+
+def _ensure_model() -> None:
+    from sparring.agents.model import ensure_default_model
+
+    ensure_default_model()
+
+
+def requirements() -> list[Any]:
+    """Setup converts the default model for the demo and the tests."""
+    from sparring.cli import Requirement
+
+    return [
+        Requirement(
+            name="default model",
+            check=_model_state,
+            ensure=_ensure_model,
+            fix="sparring setup --for test",
+            needed_for=frozenset({"demo", "test"}),
+        )
+    ]
+
+
+def _threads(threads: int | None) -> None:
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def _demo(
+    model: str = typer.Option("default", help="Hub id or local path of the policy (default: SmolLM2-135M-Instruct)."),
+    backend: str = typer.Option("hf", help="Generation backend: hf, http or vllm."),
+    base_url: str = typer.Option(None, help="Server URL for --backend http (e.g. http://127.0.0.1:8000/v1)."),
+    episodes: int = typer.Option(4, help="Episodes per role and domain."),
+    max_turns: int = typer.Option(3, help="Turn limit per episode."),
+    max_new_tokens: int = typer.Option(64, help="Tokens generated per turn at most."),
+    concurrency: int = typer.Option(8, help="Episodes played at once."),
+    temperature: float = typer.Option(0.7, help="Sampling temperature."),
+    solver_attempts: int = typer.Option(2, help="Solver episodes per valid proposed task."),
+    seed: int = typer.Option(0, help="Seed of task draws and sampling."),
+    threads: int = typer.Option(None, help="Torch CPU threads (default: torch's choice)."),
+    out: str = typer.Option(None, help="Also write every episode to this JSONL file."),
+) -> None:
+    """Play proposers and solvers of every available game with the policy; print a summary table."""
+    from sparring.agents.demo import DemoConfig, run_demo
+
+    _threads(threads)
+    config = DemoConfig(
+        model=model,
+        backend=backend,
+        base_url=base_url,
+        episodes=episodes,
+        max_turns=max_turns,
+        max_new_tokens=max_new_tokens,
+        concurrency=concurrency,
+        temperature=temperature,
+        solver_attempts=solver_attempts,
+        seed=seed,
+        out=Path(out) if out else None,
+    )
+    run_demo(config)
+
+
+def _serve_policy(
+    model: str = typer.Option("default", help="Hub id or local path (default: SmolLM2-135M-Instruct)."),
+    host: str = typer.Option("127.0.0.1", help="Address to bind."),
+    port: int = typer.Option(8000, help="Port to bind."),
+    device: str = typer.Option("cpu", help="Torch device."),
+    threads: int = typer.Option(None, help="Torch CPU threads (default: torch's choice)."),
+) -> None:
+    """Serve a local HF model behind an OpenAI-compatible API (completions with token ids, chat)."""
+    from sparring.agents.server import serve
+
+    _threads(threads)
+    serve(model, host=host, port=port, device=device)
+
+
+def _bench_rollout(
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    env_id: str = typer.Option("sparring/SearchAnswer-v0", "--env", help="Env to roll out."),
+    model: str = typer.Option("default", help="Hub id or local path of the policy."),
+    episodes: int = typer.Option(8, help="Episodes per run (the concurrent run plays them all at once)."),
+    max_turns: int = typer.Option(3, help="Turn limit per episode."),
+    max_new_tokens: int = typer.Option(64, help="Tokens generated per turn at most."),
+    threads: int = typer.Option(None, help="Torch CPU threads (default: torch's choice)."),
+) -> None:
+    """Rollout throughput: tokens/s, episodes/min, env-wait share, speed-up of 8 at once over one by one."""
+    from sparring.agents.bench import bench_rollout
+
+    _threads(threads)
+    result = bench_rollout(
+        env_id=env_id, model=model, episodes=episodes, max_turns=max_turns, max_new_tokens=max_new_tokens
+    )
+    if as_json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:>28}: {value}")
+
+
+def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
+    """Add the agent commands to the CLI."""
+    app.command("demo")(_demo)
+    app.command("serve-policy")(_serve_policy)
+    groups["bench"].command("rollout")(_bench_rollout)

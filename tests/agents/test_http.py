@@ -1,0 +1,105 @@
+"""The HTTP backend against a real ``sparring serve-policy`` on localhost."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from sparring import SparringError
+from sparring.agents import EpisodeRunner, EpisodeSpec, RunnerConfig, SamplingParams, require_token_exact
+from sparring.agents.http_backend import HTTPChatGenerator, HTTPGenerator
+from sparring.agents.model import default_model_present
+from tests.agents.conftest import assert_token_exact
+from tests.conftest import require
+from tests.toy_env import SumEnv
+
+pytestmark = [pytest.mark.model, pytest.mark.slow]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def policy_server() -> Iterator[str]:
+    """``sparring serve-policy`` with the default model, in a subprocess; yields its /v1 URL."""
+    require(default_model_present(), "the default model (SmolLM2-135M-Instruct)")
+    port = _free_port()
+    cmd = [sys.executable, "-m", "sparring.cli", "serve-policy", "--port", str(port)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=os.environ.copy())
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if httpx.get(f"{url}/models", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+                pytest.fail(f"serve-policy did not come up: {out[-2000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.mark.timeout(900)
+def test_three_turn_episode_over_http_is_token_exact(policy_server, hf_generator):
+    """Same buffer as the in-process HF backend, and the local model recomputes its logprobs."""
+    generator = HTTPGenerator(policy_server)
+    config = RunnerConfig(
+        concurrency=2, max_turns=3, progress=False, sampling=SamplingParams(temperature=0.0, max_new_tokens=20)
+    )
+    specs = [EpisodeSpec(lambda: SumEnv(max_turns=3), seed=s) for s in (1, 4)]
+    episodes = EpisodeRunner(generator, config).run(specs)
+    for episode in episodes:
+        assert_token_exact(generator.tokenizer, hf_generator, episode)
+    (local,) = EpisodeRunner(hf_generator, config).run(specs[:1])
+    assert local.token_ids == episodes[0].token_ids
+    assert max(abs(a - b) for a, b in zip(local.logprobs, episodes[0].logprobs, strict=True)) < 1e-3
+
+
+def test_completions_api_shapes(policy_server):
+    """Text and token-id prompts, ids as "token_id:N" strings, logprobs, and a clear 400."""
+    body = {"prompt": "The sky is", "max_tokens": 3, "temperature": 0, "logprobs": 0}
+    text_choice = httpx.post(f"{policy_server}/completions", json=body, timeout=120).json()["choices"][0]
+    assert len(text_choice["logprobs"]["tokens"]) == 3 and all(
+        lp <= 0 for lp in text_choice["logprobs"]["token_logprobs"]
+    )
+    body |= {"prompt": [[504, 5135, 314], [504, 5135, 314]], "return_tokens_as_token_ids": True}
+    choices = httpx.post(f"{policy_server}/completions", json=body, timeout=120).json()["choices"]
+    assert len(choices) == 2 and choices[0]["logprobs"]["tokens"][0].startswith("token_id:")
+    assert choices[0]["logprobs"]["tokens"] == choices[1]["logprobs"]["tokens"]
+    bad = httpx.post(f"{policy_server}/completions", json={"prompt": [[]], "max_tokens": 2}, timeout=30)
+    assert bad.status_code == 400 and "token ids" in bad.text
+
+
+@pytest.mark.timeout(600)
+def test_chat_only_endpoint_plays_for_eval_but_not_for_training(policy_server):
+    chat = HTTPChatGenerator(policy_server)
+    config = RunnerConfig(max_turns=2, progress=False, sampling=SamplingParams(temperature=0.0, max_new_tokens=12))
+    (episode,) = EpisodeRunner(chat, config).run([EpisodeSpec(lambda: SumEnv(max_turns=2), seed=0)])
+    assert episode.error is None and len(episode.turns) == 2 and episode.turns[0].action
+    assert episode.token_ids == [] and episode.logprobs == []
+    with pytest.raises(SparringError, match="chat-only"):
+        require_token_exact(chat)
+
+
+def test_unreachable_server_is_a_clear_error():
+    with pytest.raises(SparringError, match="cannot reach the policy server"):
+        HTTPGenerator(f"http://127.0.0.1:{_free_port()}/v1")

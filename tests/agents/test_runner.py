@@ -1,0 +1,164 @@
+"""The episode runner: concurrency, isolation of failing envs, limits, scripted agents, export."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from sparring import SparringError
+from sparring.agents import (
+    EpisodeRunner,
+    EpisodeSpec,
+    RandomToolAgent,
+    ReplayAgent,
+    RunnerConfig,
+    SamplingParams,
+    episodes_to_dataset,
+    read_jsonl,
+    require_token_exact,
+    write_jsonl,
+)
+from tests.agents.conftest import FlakySumEnv, ShownSumEnv
+from tests.toy_env import SumEnv
+
+
+def _solve(numbers_seed: int) -> list[str]:
+    """The actions that solve SumEnv's task for this seed (peek everything, answer the sum)."""
+    env = SumEnv()
+    _, info = env.reset(seed=numbers_seed)
+    total = sum(info["task"]["numbers"])
+    return [
+        "<peek>0</peek>",
+        '<tool_call>{"name": "peek", "arguments": {"index": 1}}</tool_call>',
+        f"<answer>{total}</answer>",
+    ]
+
+
+def test_replay_agent_solves_and_records_turns():
+    specs = [EpisodeSpec(lambda: SumEnv(), seed=s) for s in range(3)]
+    episodes = EpisodeRunner(lambda spec: ReplayAgent(_solve(spec.seed)), RunnerConfig(progress=False)).run(specs)
+    assert [ep.reward for ep in episodes] == [1.0, 1.0, 1.0]
+    assert all(ep.terminated and not ep.truncated and len(ep.turns) == 3 for ep in episodes)
+    assert episodes[0].turns[0].observation.startswith("number 0 is 8")
+    assert episodes[0].outcome == {"correct": True, "target": 19}
+    assert episodes[0].token_ids == []  # scripted episodes carry text only
+
+
+def test_env_that_raises_fails_only_its_episode():
+    """Seed 1 draws numbers [4, 5, 7]: its env raises on the first peek; the other seven finish."""
+    specs = [EpisodeSpec(lambda: FlakySumEnv(crash_on=4), seed=s) for s in range(8)]
+    runner = EpisodeRunner(lambda spec: ReplayAgent(_solve(spec.seed)), RunnerConfig(concurrency=4, progress=False))
+    episodes = runner.run(specs)
+    assert len(episodes) == 8
+    failed = [ep for ep in episodes if ep.error]
+    assert [ep.seed for ep in failed] == [1, 6]  # seeds 1 and 6 both start with a 4
+    assert all("the backing service went away" in ep.error for ep in failed)
+    assert all(ep.reward == 1.0 and ep.error is None for ep in episodes if ep.seed not in (1, 6))
+    assert runner.stats.failed == 2 and runner.stats.episodes == 8
+
+
+def test_env_that_raises_on_construction_or_reset():
+    def broken():
+        raise SparringError("no bug store exists")
+
+    episodes = EpisodeRunner(lambda spec: ReplayAgent(_solve(0)), RunnerConfig(progress=False)).run(
+        [EpisodeSpec(broken, seed=0, env_id="broken"), EpisodeSpec(lambda: SumEnv(), seed=0)]
+    )
+    assert episodes[0].error == "SparringError: no bug store exists" and episodes[0].env_id == "broken"
+    assert episodes[1].reward == 1.0
+
+
+def test_turn_and_time_limits():
+    loop = ["<peek>0</peek>"]
+    (by_turns,) = EpisodeRunner(lambda spec: ReplayAgent(loop), RunnerConfig(max_turns=2, progress=False)).run(
+        [EpisodeSpec(lambda: SumEnv(max_turns=10), seed=0)]
+    )
+    assert len(by_turns.turns) == 2 and by_turns.truncated and by_turns.outcome == {"status": "turn_limit"}
+
+    class SlowSumEnv(SumEnv):
+        def step(self, action):
+            time.sleep(0.2)
+            return super().step(action)
+
+    (by_time,) = EpisodeRunner(lambda spec: ReplayAgent(loop), RunnerConfig(max_seconds=0.5, progress=False)).run(
+        [EpisodeSpec(lambda: SlowSumEnv(max_turns=50), seed=0)]
+    )
+    assert by_time.truncated and by_time.outcome == {"status": "time_limit"} and 2 <= len(by_time.turns) < 10
+
+
+def test_random_tool_agent_plays_any_env():
+    episodes = EpisodeRunner(lambda spec: RandomToolAgent(seed=spec.seed), RunnerConfig(progress=False)).run(
+        [EpisodeSpec(lambda: SumEnv(max_turns=4), seed=s) for s in range(4)]
+    )
+    actions = [t.action for ep in episodes for t in ep.turns]
+    assert any(a.startswith("<tool_call>") for a in actions) and any(
+        a.startswith(("<peek>", "<answer>")) for a in actions
+    )
+    assert all(ep.terminated or ep.truncated for ep in episodes)
+
+
+def test_export_jsonl_and_dataset(tmp_path):
+    episodes = EpisodeRunner(lambda spec: ReplayAgent(_solve(spec.seed)), RunnerConfig(progress=False)).run(
+        [EpisodeSpec(lambda: SumEnv(), seed=s) for s in range(2)]
+    )
+    path = write_jsonl(episodes, tmp_path / "episodes.jsonl")
+    again = read_jsonl(path)
+    assert [e.to_dict() for e in again] == [e.to_dict() for e in episodes]
+    ds = episodes_to_dataset(episodes)
+    assert ds.num_rows == 2 and ds[0]["turn_rewards"] == [0.0, 0.0, 1.0] and ds[1]["task_id"] == "sum-4-5-7"
+    (tmp_path / "bad.jsonl").write_text("{not json}\n")
+    with pytest.raises(SparringError, match="line 1"):
+        read_jsonl(tmp_path / "bad.jsonl")
+
+
+def test_training_refuses_a_chat_only_policy():
+    class HostedChat:
+        name = "hosted-model"
+
+        def chat(self, conversations, sampling, tools=None):
+            return []
+
+    with pytest.raises(SparringError, match="chat-only"):
+        require_token_exact(HostedChat())
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_concurrent_episodes_equal_sequential(hf_generator):
+    """8 episodes at once give the same episodes as one by one (same seeds, greedy)."""
+    sampling = SamplingParams(temperature=0.0, max_new_tokens=12)
+    specs = [EpisodeSpec(lambda: ShownSumEnv(max_turns=2), seed=s) for s in range(8)]
+    concurrent = EpisodeRunner(hf_generator, RunnerConfig(concurrency=8, sampling=sampling, progress=False))
+    together = concurrent.run(specs)
+    alone = EpisodeRunner(hf_generator, RunnerConfig(concurrency=1, sampling=sampling, progress=False)).run(specs)
+    assert concurrent.stats.generate_calls < 8 * 2  # generation really was batched
+    for a, b in zip(together, alone, strict=True):
+        assert a.error is None and b.error is None
+        assert a.token_ids == b.token_ids and a.action_mask == b.action_mask and a.token_turn == b.token_turn
+        assert [t.action for t in a.turns] == [t.action for t in b.turns]
+        assert a.turn_rewards == b.turn_rewards and a.outcome == b.outcome
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-3
+    assert len({tuple(ep.token_ids) for ep in together}) == 8  # different tasks, different episodes
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_model_env_that_raises_does_not_stop_others(hf_generator):
+    """With the model, an env that raises mid-episode (after the first action) fails alone."""
+
+    class CrashOnSecondStep(SumEnv):
+        def step(self, action):
+            if self.task and self.task["numbers"][0] == 4 and self._turn >= 1:
+                raise RuntimeError("container died")
+            return super().step(action)
+
+    sampling = SamplingParams(temperature=0.0, max_new_tokens=8)
+    episodes = EpisodeRunner(hf_generator, RunnerConfig(concurrency=4, sampling=sampling, progress=False)).run(
+        [EpisodeSpec(lambda: CrashOnSecondStep(max_turns=3), seed=s) for s in range(4)]
+    )
+    assert [ep.error is not None for ep in episodes] == [False, True, False, False]
+    assert "container died" in episodes[1].error and len(episodes[1].turns) == 2
+    assert all(len(ep.turns) >= 1 and ep.token_ids for ep in episodes)
