@@ -1,0 +1,137 @@
+"""Find, install and start the Docker engine the sandboxes run on.
+
+Setup calls :func:`ensure_engine`: if the engine answers, nothing happens; else, on a Debian
+machine where we are root, Debian's ``docker.io`` is installed with apt and ``dockerd`` is started
+in the background with its log in ``sparring_home()/dockerd.log``; anywhere else the error says
+what to do. :func:`docker_client` is the one way the package talks to the engine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sparring import SparringError, sparring_home
+
+if TYPE_CHECKING:
+    import docker
+
+#: Seconds to wait for a freshly started ``dockerd`` to answer.
+START_TIMEOUT_S = 90.0
+
+
+def _engine_hint() -> str:
+    host = os.environ.get("DOCKER_HOST")
+    if host:
+        return f"start the engine DOCKER_HOST={host} points at, or unset DOCKER_HOST"
+    return "run `sparring setup --for test` (as root on Debian it installs and starts docker.io) or start dockerd"
+
+
+def docker_client(timeout: float = 120.0) -> docker.DockerClient:
+    """A docker-py client for the engine in the environment (``DOCKER_HOST`` or the local socket).
+
+    Args:
+        timeout: Seconds an API call may take before docker-py gives up.
+
+    Raises:
+        SparringError: The engine does not answer; the message says how to start it.
+    """
+    import docker
+
+    try:
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+    except Exception as e:  # docker-py raises DockerException, requests' errors or OSError
+        raise SparringError(f"the Docker engine is not reachable ({_short(e)}); {_engine_hint()}.") from None
+    return client
+
+
+def engine_status() -> tuple[bool, str]:
+    """Whether the engine answers, and its version and storage details (or why not)."""
+    import docker
+
+    try:
+        client = docker.from_env(timeout=10)
+        info = client.info()
+    except Exception as e:
+        return False, f"not reachable: {_short(e)}"
+    cgroup = info.get("CgroupVersion", "?")
+    return True, f"Docker {info.get('ServerVersion', '?')} ({info.get('Driver', '?')}, cgroup v{cgroup})"
+
+
+def ensure_engine() -> None:
+    """Make the engine answer: install Debian's docker.io and start dockerd if needed (idempotent).
+
+    Raises:
+        SparringError: The engine cannot be started here; the message says what to do.
+    """
+    ok, detail = engine_status()
+    if ok:
+        return
+    if os.environ.get("DOCKER_HOST"):
+        raise SparringError(f"the Docker engine at DOCKER_HOST is {detail}; {_engine_hint()}.")
+    if os.geteuid() != 0:
+        raise SparringError(
+            "the Docker engine is not running and installing it needs root; run `sudo apt-get install docker.io && "
+            "sudo systemctl start docker` (or start dockerd) and add yourself to the docker group."
+        )
+    if shutil.which("dockerd") is None:
+        apt_install(["docker.io"])
+    if not engine_status()[0]:  # apt may have started it through systemd already
+        start_dockerd()
+
+
+def apt_install(packages: list[str]) -> None:
+    """Install Debian packages with apt (as root), refreshing the package lists once if needed.
+
+    Raises:
+        SparringError: apt is not available or the install failed.
+    """
+    if shutil.which("apt-get") is None or os.geteuid() != 0:
+        raise SparringError(f"{' '.join(packages)} is not installed and apt as root is not available; install it.")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    cmd = ["apt-get", "install", "-y", "--no-install-recommends", *packages]
+    print(f"  apt-get install {' '.join(packages)}", flush=True)
+    if subprocess.run(cmd, env=env, capture_output=True).returncode == 0:
+        return
+    subprocess.run(["apt-get", "update"], env=env, capture_output=True)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = done.stderr.strip().splitlines()[-1:] or ["no output"]
+        raise SparringError(f"apt-get install {' '.join(packages)} failed ({tail[0]}); check the apt sources.")
+
+
+def dockerd_log() -> Path:
+    """Where a dockerd started by setup writes its log."""
+    return sparring_home() / "dockerd.log"
+
+
+def start_dockerd(timeout: float = START_TIMEOUT_S) -> None:
+    """Start ``dockerd`` in the background (log in :func:`dockerd_log`) and wait until it answers.
+
+    Raises:
+        SparringError: dockerd exited or did not answer in time; the message points at its log.
+    """
+    log = dockerd_log()
+    print(f"  starting dockerd in the background (log: {log})", flush=True)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            ["dockerd"], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if engine_status()[0]:
+            return
+        if proc.poll() is not None:
+            raise SparringError(f"dockerd exited with status {proc.returncode}; see {log} for why.")
+        time.sleep(0.5)
+    raise SparringError(f"dockerd did not answer within {timeout:.0f} s; see {log} for why.")
+
+
+def _short(e: BaseException) -> str:
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return text[:200]
