@@ -1,0 +1,339 @@
+"""Retrieval corpora: one on-disk format, three builders, and seed answers.
+
+The format is the Search-R1/FlashRAG JSONL: one JSON object per line with ``"id"`` and
+``"contents"`` (``"\\"title\\"\\ntext"``); extra keys (``source``, ``links``, ...) are kept as
+metadata. A built corpus is a folder under ``sparring_home()/corpora/NAME``::
+
+    corpus.jsonl   the documents
+    offsets.npy    byte offset of each line, so a document is read without loading the file
+    info.json      documents, tokens, sources
+    seeds.jsonl    seed answers for the proposer (titles that other documents mention)
+    heldout.jsonl  the held-out QA set (see ``heldout.py``; its source entries are withheld)
+    bm25/          the BM25 index (see ``retrieval.py``)
+
+Builders: the default corpus from Debian's dictd databases, any FlashRAG JSONL file, and a
+folder of text/markdown files.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import re
+import shutil
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sparring import SparringError, sparring_home
+from sparring.envs.search.scoring import normalize_answer
+
+__all__ = [
+    "DEFAULT_CORPUS",
+    "Corpus",
+    "build_corpus",
+    "corpus_dir",
+    "format_contents",
+    "split_contents",
+]
+
+#: Name of the corpus that setup builds and the envs use when given none.
+DEFAULT_CORPUS = "default"
+#: dictd databases of the default corpus.
+DEFAULT_SOURCES = ("foldoc", "jargon", "gcide", "wn", "elements", "vera", "devil")
+#: A title is a seed answer when at least this many other documents mention it.
+MIN_SEED_MENTIONS = 3
+#: ... and at most this many: more are markup artefacts, not references to an entity.
+MAX_SEED_MENTIONS = 1000
+_SEED_MAX_WORDS = 4
+_TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst"}
+
+
+def corpus_dir(name_or_path: str | Path = DEFAULT_CORPUS) -> Path:
+    """Folder of a built corpus: a path as given, or ``sparring_home()/corpora/NAME``."""
+    path = Path(name_or_path)
+    if path.is_dir() or path.is_absolute() or len(path.parts) > 1:
+        return path
+    return sparring_home() / "corpora" / str(name_or_path)
+
+
+def format_contents(title: str, text: str) -> str:
+    """The FlashRAG ``contents`` field: the quoted title, a newline, the text."""
+    return f'"{title}"\n{text}'
+
+
+def split_contents(contents: str) -> tuple[str, str]:
+    """Inverse of :func:`format_contents`; a contents without a quoted first line has no title."""
+    first, _, rest = contents.partition("\n")
+    if len(first) >= 2 and first.startswith('"') and first.endswith('"'):
+        return first[1:-1], rest
+    return "", contents
+
+
+class Corpus:
+    """A built corpus, read lazily: documents come from a memory map of ``corpus.jsonl``.
+
+    Example:
+        >>> corpus = Corpus.open()              # the default corpus  # doctest: +SKIP
+        >>> corpus.document(0)["id"]            # doctest: +SKIP
+        'foldoc:!'
+    """
+
+    def __init__(self, folder: Path):
+        """Open the corpus in ``folder`` (built by :func:`build_corpus`)."""
+        self.folder = Path(folder)
+        self.path = self.folder / "corpus.jsonl"
+        if not self.path.is_file() or not (self.folder / "offsets.npy").is_file():
+            raise SparringError(
+                f"no built corpus in {self.folder}; run `sparring corpus build` (or `sparring setup --for test`)."
+            )
+        self._offsets = np.load(self.folder / "offsets.npy", mmap_mode="r")
+        self._file = open(self.path, "rb")  # noqa: SIM115 - held for the mmap's lifetime
+        self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+        self._seeds: list[dict[str, Any]] | None = None
+
+    @classmethod
+    def open(cls, name_or_path: str | Path = DEFAULT_CORPUS) -> Corpus:
+        """Open a corpus by name (under ``sparring_home()/corpora``) or by folder."""
+        return cls(corpus_dir(name_or_path))
+
+    def __len__(self) -> int:
+        return int(self._offsets.shape[0])
+
+    def document(self, index: int) -> dict[str, Any]:
+        """The document at position ``index`` (the JSON object of its line)."""
+        start = int(self._offsets[index])
+        end = int(self._offsets[index + 1]) if index + 1 < len(self) else len(self._map)
+        return json.loads(self._map[start:end])
+
+    def documents(self) -> Iterator[dict[str, Any]]:
+        """Every document in order."""
+        for i in range(len(self)):
+            yield self.document(i)
+
+    def contents(self) -> Iterator[str]:
+        """The ``contents`` of every document in order."""
+        for doc in self.documents():
+            yield doc["contents"]
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """The statistics written at build time (documents, tokens, sources)."""
+        return json.loads((self.folder / "info.json").read_text())
+
+    def seeds(self) -> list[dict[str, Any]]:
+        """Seed answers: ``{"answer", "doc", "index", "mentions"}`` for titles mentioned by other documents."""
+        if self._seeds is None:
+            path = self.folder / "seeds.jsonl"
+            self._seeds = [json.loads(line) for line in path.open()] if path.is_file() else []
+        return self._seeds
+
+    def close(self) -> None:
+        """Release the memory map (idempotent)."""
+        if not self._map.closed:
+            self._map.close()
+            self._file.close()
+
+
+# --------------------------------------------------------------------------- builders
+
+
+def _dictd_documents(sources: Iterable[str]) -> Iterator[dict[str, Any]]:
+    from sparring.envs.search.dictd import fetch_databases, read_database
+
+    names = list(sources)
+    folders = fetch_databases(names)
+    for name in names:
+        used: Counter[str] = Counter()
+        for entry in read_database(folders[name], name):
+            used[entry.title] += 1
+            suffix = f"#{used[entry.title]}" if used[entry.title] > 1 else ""
+            yield {
+                "id": f"{name}:{entry.title}{suffix}",
+                "contents": format_contents(entry.title, entry.text),
+                "source": name,
+                "title": entry.title,
+                "headwords": entry.headwords,
+                "links": entry.links,
+            }
+
+
+def _jsonl_documents(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                doc = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise SparringError(f"{path}:{lineno}: not valid JSON ({e.msg}); fix or remove the line.") from None
+            if not isinstance(doc, dict) or not isinstance(doc.get("contents"), str) or "id" not in doc:
+                raise SparringError(
+                    f'{path}:{lineno}: a corpus line must be an object with "id" and a string "contents".'
+                )
+            doc["id"] = str(doc["id"])
+            title, _ = split_contents(doc["contents"])
+            doc.setdefault("source", path.stem)
+            doc.setdefault("title", title)
+            yield doc
+
+
+def _folder_documents(root: Path) -> Iterator[dict[str, Any]]:
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in _TEXT_SUFFIXES)
+    if not files:
+        raise SparringError(f"{root} holds no .txt/.md/.rst files; point --source at a folder of text files.")
+    for path in files:
+        text = path.read_text(encoding="utf-8", errors="replace").strip()
+        heading = re.match(r"#+\s+(.+)", text)
+        title = heading.group(1).strip() if heading else path.stem.replace("_", " ").replace("-", " ")
+        rel = path.relative_to(root).as_posix()
+        yield {"id": rel, "contents": format_contents(title, text), "source": root.name, "title": title}
+
+
+def _documents(source: str) -> tuple[Iterator[dict[str, Any]], str]:
+    """The documents of ``source`` and a short description of it."""
+    if source in {"default", "dictd"}:
+        return _dictd_documents(DEFAULT_SOURCES), "dictd:" + ",".join(DEFAULT_SOURCES)
+    if source.startswith("dictd:"):
+        names = [n for n in source[len("dictd:") :].split(",") if n]
+        return _dictd_documents(names), source
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return _folder_documents(path), f"folder:{path}"
+    if path.is_file():
+        return _jsonl_documents(path), f"jsonl:{path}"
+    raise SparringError(f"corpus source {source!r} is neither 'default', 'dictd:NAME,...', a JSONL file nor a folder.")
+
+
+def _mentions(titles: dict[str, int], texts: Iterable[tuple[int, str, list[str]]]) -> Counter[str]:
+    """How many documents other than a title's own mention it (by link, else by n-gram)."""
+    counts: Counter[str] = Counter()
+    for index, text, links in texts:
+        if links:
+            found = {normalize_answer(link) for link in links}
+        else:
+            words = normalize_answer(text).split()
+            found = {
+                " ".join(words[i : i + n])
+                for n in range(1, _SEED_MAX_WORDS + 1)
+                for i in range(len(words) - n + 1)
+                if " ".join(words[i : i + n]) in titles
+            }
+        for key in found:
+            if key in titles and titles[key] != index:
+                counts[key] += 1
+    return counts
+
+
+def _seed_candidate(title: str) -> bool:
+    words = title.split()
+    return 1 <= len(words) <= _SEED_MAX_WORDS and 3 <= len(title) <= 40 and any(c.isalpha() for c in title)
+
+
+def _write_seeds(folder: Path, is_heldout: Callable[[str], bool]) -> int:
+    corpus = Corpus(folder)
+    try:
+        titles: dict[str, int] = {}
+        display: dict[str, tuple[str, str]] = {}
+        for i, doc in enumerate(corpus.documents()):
+            title = doc.get("title") or split_contents(doc["contents"])[0]
+            key = normalize_answer(title)
+            if key and key not in titles and _seed_candidate(title) and not is_heldout(title):
+                titles[key] = i
+                display[key] = (title, doc["id"])
+        texts = ((i, split_contents(d["contents"])[1], d.get("links") or []) for i, d in enumerate(corpus.documents()))
+        counts = _mentions(titles, texts)
+    finally:
+        corpus.close()
+    seeds = [
+        {"answer": display[k][0], "doc": display[k][1], "index": titles[k], "mentions": n}
+        for k, n in sorted(counts.items())
+        if MIN_SEED_MENTIONS <= n <= MAX_SEED_MENTIONS
+    ]
+    with (folder / "seeds.jsonl").open("w") as fh:
+        for seed in seeds:
+            fh.write(json.dumps(seed, ensure_ascii=False) + "\n")
+    return len(seeds)
+
+
+def build_corpus(
+    source: str = "default",
+    name: str | None = None,
+    *,
+    index: bool = True,
+    progress: Callable[[str], None] = lambda _: None,
+) -> Path:
+    """Build a corpus from ``source`` into ``corpus_dir(name)`` and return its folder.
+
+    Args:
+        source: ``"default"`` (Debian dictd databases), ``"dictd:foldoc,jargon"``, a FlashRAG
+            JSONL file, or a folder of text/markdown files.
+        name: Corpus name or folder; defaults to ``"default"`` for the default source, else the
+            source's file or folder name.
+        index: Also build the BM25 index.
+        progress: Called with a line of text at each stage.
+
+    The corpus is written to a temporary folder next to the target and moved into place at the
+    end, so a failed build leaves an earlier build intact.
+    """
+    from sparring.envs.search.heldout import heldout_row, is_heldout, write_heldout
+
+    documents, described = _documents(source)
+    if name is None:
+        name = DEFAULT_CORPUS if source in {"default", "dictd"} else Path(source).stem or "corpus"
+    target = corpus_dir(name)
+    work = target.with_name(target.name + ".building")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        offsets: list[int] = []
+        sources: Counter[str] = Counter()
+        tokens = 0
+        seen: set[str] = set()
+        heldout: list[dict[str, Any]] = []
+        known: set[str] = set()  # normalised titles and cross-references of the kept documents
+        progress(f"reading {described}")
+        with (work / "corpus.jsonl").open("wb") as fh:
+            for doc in documents:
+                if doc["id"] in seen:
+                    raise SparringError(f"document id {doc['id']!r} occurs twice in {described}; ids must be unique.")
+                seen.add(doc["id"])
+                row = heldout_row(doc)
+                if row is not None:  # a held-out question's own entry is withheld from retrieval
+                    heldout.append(row)
+                    continue
+                known.add(normalize_answer(doc.get("title") or ""))
+                known.update(normalize_answer(link) for link in doc.get("links") or [])
+                offsets.append(fh.tell())
+                fh.write(json.dumps(doc, ensure_ascii=False).encode("utf-8") + b"\n")
+                sources[str(doc.get("source", ""))] += 1
+                tokens += len(doc["contents"].split())
+        if not offsets:
+            raise SparringError(f"{described} yielded no documents; check the source.")
+        np.save(work / "offsets.npy", np.asarray(offsets, dtype=np.int64))
+        info: dict[str, Any] = {"name": name, "source": described, "documents": len(offsets), "tokens": tokens}
+        info |= {"sources": sources, "withheld": len(heldout), "heldout": write_heldout(work, heldout, known)}
+        held = {normalize_answer(a) for row in heldout for a in row["answers"]}
+        progress(f"{len(offsets)} documents, {info['heldout']} held-out questions; finding seed answers")
+        info["seeds"] = _write_seeds(work, lambda title: is_heldout(title) or normalize_answer(title) in held)
+        (work / "info.json").write_text(json.dumps(info, indent=2))
+        if index:
+            from sparring.envs.search.retrieval import build_bm25
+
+            progress("building the BM25 index")
+            build_bm25(work)
+        if target.exists():
+            old = target.with_name(target.name + ".old")
+            shutil.rmtree(old, ignore_errors=True)
+            target.rename(old)
+            work.rename(target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            work.rename(target)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return target

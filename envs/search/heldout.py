@@ -1,0 +1,138 @@
+"""The held-out QA set: questions no seed answer can overlap.
+
+A headword is held out when a stable hash of its normalised form falls in the lowest
+``HELDOUT_PERMILLE`` thousandths (SHA-256, so the split is the same on every machine and every
+build). Held-out headwords are never seed answers for the proposer; their entries become
+definition → term questions whose answer is the entry's title:
+
+* WordNet: ``Which word or phrase means "<first gloss>"?``
+* FOLDOC / Jargon File: ``Which computing term is described as "<first sentence>"?``
+* Elements: ``Which chemical element has the symbol X?``
+* Any other corpus (JSONL, folder): ``Which entry is described as "<first sentence>"?``
+
+A question that contains its own answer (after normalisation) is skipped. GCIDE is left out
+because its entries begin with etymologies rather than definitions (WordNet covers the same
+words). The entry a question is made from is withheld from the corpus, so the question's text
+cannot be found verbatim: the solver has to reach the answer through other entries (GCIDE's entry
+for the same word, cross-references, synonyms). A question is kept only if one of its answers is
+still the title or a cross-reference of some remaining document, so every question is answerable
+from the corpus.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from sparring import SparringError
+from sparring.envs.search.scoring import answer_in_text, normalize_answer
+
+__all__ = ["HELDOUT_PERMILLE", "heldout_row", "is_heldout", "load_heldout", "question_for", "write_heldout"]
+
+#: Share of headwords held out, in thousandths.
+HELDOUT_PERMILLE = 20
+#: At most this many held-out questions are written.
+MAX_QUESTIONS = 1000
+_MAX_QUESTION_CHARS = 300
+_WN_GLOSS_RE = re.compile(r"^\s*(?:n|v|adj|adv)\s+(?:1:\s*)?(.+?)(?=\s+2:|\[syn:|\[ant:|\[also:|$)", re.DOTALL)
+_SENTENCE_RE = re.compile(r"(.+?[.!?])(?:\s|$)", re.DOTALL)
+
+
+def _hash(title: str) -> int:
+    return int.from_bytes(hashlib.sha256(normalize_answer(title).encode()).digest()[:8], "big")
+
+
+def is_heldout(title: str) -> bool:
+    """Whether this headword belongs to the held-out set (stable across machines and builds)."""
+    return _hash(title) % 1000 < HELDOUT_PERMILLE
+
+
+def _first_sentence(text: str) -> str:
+    text = " ".join(text.split())
+    m = _SENTENCE_RE.match(text)
+    return (m.group(1) if m else text).strip()
+
+
+def _body(text: str, title: str) -> str:
+    """The entry without its heading lines (title, aliases, pronunciation, category tags)."""
+    paragraphs = [p for p in re.split(r"\n\s*\n", text) if p.strip()]
+    if len(paragraphs) > 1 and len(paragraphs[0]) <= 2 * len(title) + 80:
+        paragraphs = paragraphs[1:]
+    body = " ".join(paragraphs)
+    body = re.sub(r"<[^<>]{1,60}>", " ", body)  # FOLDOC's <category, tags>
+    body = re.sub(r"^\s*(?:/[^/]{1,40}/,?\s*)?(?:(?:n|v|adj|adv|vt|vi|interj)\.,?\s*)*", "", body)
+    return " ".join(body.split())
+
+
+def question_for(doc: dict[str, Any]) -> str | None:
+    """A definition → term question whose answer is the document's title, or None."""
+    title = doc.get("title") or ""
+    source = doc.get("source", "")
+    text = doc["contents"].partition("\n")[2]
+    if source == "elements":
+        m = re.search(r"Symbol:\s*(\w+)", text)
+        question = f"Which chemical element has the symbol {m.group(1)}?" if m else None
+    elif source == "wn":
+        m = _WN_GLOSS_RE.match(text.partition("\n")[2] if text.startswith(title) else text)
+        gloss = " ".join(m.group(1).split()).split(";")[0].strip() if m else ""
+        question = f'Which word or phrase means "{gloss}"?' if len(gloss) >= 15 else None
+    elif source == "gcide":
+        question = None
+    else:
+        sentence = _first_sentence(_body(text, title))
+        kind = "computing term" if source in {"foldoc", "jargon"} else "entry"
+        question = f'Which {kind} is described as "{sentence}"?' if len(sentence) >= 20 else None
+    if question is None or len(question) > _MAX_QUESTION_CHARS or answer_in_text(title, question):
+        return None
+    return question
+
+
+def _answers(doc: dict[str, Any]) -> list[str]:
+    """The title, plus for WordNet the synonyms of the first sense (they share the gloss)."""
+    answers = [doc["title"]]
+    if doc.get("source") == "wn":
+        m = re.search(r"\[syn:([^\]]*)\]", doc["contents"])
+        if m and not re.search(r"\s2:", doc["contents"][: m.start()]):
+            answers += [w.strip() for w in m.group(1).split(",") if w.strip()]
+    return list(dict.fromkeys(answers))
+
+
+def heldout_row(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """The held-out question of a document, or None when its headword is not held out or no question fits."""
+    from sparring.envs.search.corpus import split_contents
+
+    title = doc.get("title") or split_contents(doc["contents"])[0]
+    if not normalize_answer(title) or len(title.split()) > 4 or not is_heldout(title):
+        return None
+    question = question_for(doc | {"title": title})
+    if question is None:
+        return None
+    return {"question": question, "answers": _answers(doc | {"title": title}), "doc": doc["id"]}
+
+
+def write_heldout(folder: Path, rows: list[dict[str, Any]], known: set[str]) -> int:
+    """Write ``heldout.jsonl``: the answerable rows (an answer is a ``known`` normalised title or
+    cross-reference of the remaining corpus), one per answer, ordered by hash, at most ``MAX_QUESTIONS``.
+    """
+    best: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        key = normalize_answer(row["answers"][0])
+        if key not in best and any(normalize_answer(a) in known for a in row["answers"]):
+            best[key] = row
+    ordered = sorted(best.values(), key=lambda r: _hash(r["answers"][0]))[:MAX_QUESTIONS]
+    with (Path(folder) / "heldout.jsonl").open("w") as fh:
+        for n, row in enumerate(ordered):
+            fh.write(json.dumps({"id": f"heldout-{n:04d}", **row}, ensure_ascii=False) + "\n")
+    return len(ordered)
+
+
+def load_heldout(folder: Path, limit: int | None = None) -> list[dict[str, Any]]:
+    """The held-out questions of the corpus in ``folder`` (``{"id", "question", "answers", "doc"}``)."""
+    path = Path(folder) / "heldout.jsonl"
+    if not path.is_file():
+        raise SparringError(f"{path} is missing; rebuild the corpus with `sparring corpus build`.")
+    rows = [json.loads(line) for line in path.open()]
+    return rows[:limit] if limit else rows

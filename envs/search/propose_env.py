@@ -1,0 +1,178 @@
+"""``sparring/SearchPropose-v0``: write a question whose unique answer is a given seed answer.
+
+The task is a seed answer drawn from the corpus (a title that several other documents mention)
+and a hop count. The proposer searches, working backwards from the answer, then submits
+``<question>…</question>``. The question must pass the rule filters (``filters.py``) and RAG
+validation (``validation.py``): the solver role, given every document the proposer retrieved plus
+``noise_docs`` distractors and no search, must answer the seed.
+
+Reward: ``rewards.proposer_invalid`` (0) for an invalid question. A valid question's reward is
+``1 − solve rate`` (:func:`~sparring.envs.search.rewards.proposer_reward`), which needs solver
+episodes: pass ``solve_rate_fn`` to compute it in the env, otherwise the terminal reward is 0,
+``outcome["reward_pending"]`` is True and the trainer fills it in.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from sparring.envs.core import tool
+from sparring.envs.search.filters import ProposalRules, check_proposal
+from sparring.envs.search.rewards import SearchRewards, proposer_reward
+from sparring.envs.search.search_env import SearchToolEnv
+from sparring.envs.search.validation import EvidenceValidator, Proposal, Validator, validate_safely
+
+__all__ = ["NoisePool", "SearchProposeEnv"]
+
+PROMPT = """You write quiz questions. Write a question whose one correct answer is exactly: {answer}
+The question should need {hops} step(s) of reasoning: find facts that lead to the answer, working \
+backwards from it, and describe them without naming the answer.
+Search the corpus with <search>keywords</search> (at least 2 different searches); results come \
+back between <information> and </information>. When done, write <question>your question</question>.
+Do not put the answer in the question."""
+
+
+class NoisePool:
+    """Documents retrieved by recent proposals, the distractors of RAG validation.
+
+    Share one pool between the envs of a run so each validation sees documents from other
+    proposals; it is thread-safe and keeps the ``capacity`` most recent documents.
+    """
+
+    def __init__(self, capacity: int = 2000):
+        """Create an empty pool."""
+        self._docs: deque[dict[str, Any]] = deque(maxlen=capacity)
+        self._lock = threading.Lock()
+
+    def add(self, docs: list[dict[str, Any]]) -> None:
+        """Remember the documents of one proposal."""
+        with self._lock:
+            self._docs.extend(docs)
+
+    def sample(self, k: int, exclude: set[str], rng: Any) -> list[dict[str, Any]]:
+        """Up to ``k`` distinct documents whose ids are not in ``exclude``."""
+        with self._lock:
+            candidates = list({d["id"]: d for d in self._docs if d["id"] not in exclude}.values())
+        if not candidates:
+            return []
+        picks = rng.choice(len(candidates), size=min(k, len(candidates)), replace=False)
+        return [candidates[int(i)] for i in picks]
+
+
+class SearchProposeEnv(SearchToolEnv):
+    """The proposer role of the search game."""
+
+    role = "proposer"
+
+    def __init__(
+        self,
+        *,
+        max_turns: int = 8,
+        validator: Validator | None = None,
+        rules: ProposalRules | None = None,
+        rewards: SearchRewards | None = None,
+        noise_docs: int = 4,
+        noise_pool: NoisePool | None = None,
+        max_hops: int = 3,
+        solve_rate_fn: Callable[[dict[str, Any]], float] | None = None,
+        **kwargs: Any,
+    ):
+        """Create the env.
+
+        Args:
+            max_turns: Turn limit (searches plus the question).
+            validator: RAG validator; default :class:`EvidenceValidator` (exact match, no model).
+            rules: Rule-filter bounds.
+            rewards: Reward settings.
+            noise_docs: Distractor documents added to the evidence in validation.
+            noise_pool: Pool of documents from other proposals (shared across envs); a private
+                pool is made when None.
+            max_hops: Hop counts are drawn from 1..max_hops.
+            solve_rate_fn: Given the validated task (``question``, ``answers``), returns the solve
+                rate of the solver; when set, valid questions get ``1 − solve rate`` at once.
+            **kwargs: See :class:`~sparring.envs.search.search_env.SearchToolEnv`.
+        """
+        super().__init__(max_turns=max_turns, **kwargs)
+        self.validator: Validator = validator or EvidenceValidator()
+        self.rules = rules or ProposalRules()
+        self.rewards = rewards or SearchRewards()
+        self.noise_docs = int(noise_docs)
+        self.noise_pool = noise_pool or NoisePool()
+        self.max_hops = int(max_hops)
+        self.solve_rate_fn = solve_rate_fn
+
+    def _draw_task(self) -> dict[str, Any]:
+        seeds = self.corpus.seeds()
+        if not seeds:
+            from sparring import SparringError
+
+            raise SparringError(
+                f"corpus {self.corpus_name!r} has no seed answers; rebuild it with `sparring corpus build`."
+            )
+        seed = seeds[int(self.np_random.integers(len(seeds)))]
+        hops = int(self.np_random.integers(1, self.max_hops + 1))
+        return {"id": f"propose:{seed['doc']}:{hops}", "answer": seed["answer"], "hops": hops, "doc": seed["doc"]}
+
+    def _begin(self, task: dict[str, Any]) -> str:
+        self._start_searches()
+        return PROMPT.format(answer=task["answer"], hops=task.get("hops", 1))
+
+    def _noise(self) -> list[dict[str, Any]]:
+        exclude = set(self.retrieved)
+        noise = self.noise_pool.sample(self.noise_docs, exclude, self.np_random)
+        tries = 0
+        while len(noise) < self.noise_docs and tries < 10 * self.noise_docs:
+            tries += 1
+            doc = self.corpus.document(int(self.np_random.integers(len(self.corpus))))
+            if doc["id"] not in exclude:
+                exclude.add(doc["id"])
+                noise.append({"id": doc["id"], "contents": doc["contents"]})
+        return noise
+
+    def _judge(self, question: str | None) -> tuple[dict[str, Any], float]:
+        """Filters, then validation; the outcome and the terminal reward."""
+        assert self._task is not None
+        answer = self._task["answer"]
+        outcome: dict[str, Any] = {
+            "question": question,
+            "answer": answer,
+            "queries": list(self.queries),
+            "documents": list(self.retrieved.values()),
+            "valid": False,
+            "reasons": check_proposal(question, answer, self.queries, self.rules),
+            "validator": self.validator.name,
+        }
+        if outcome["reasons"]:
+            return outcome, proposer_reward(None, valid=False, rewards=self.rewards)
+        assert question is not None
+        proposal = Proposal(question, answer, list(self.retrieved.values()), self._noise())
+        verdict = validate_safely(self.validator, [proposal])[0]
+        self.noise_pool.add(proposal.documents)
+        outcome.update(valid=verdict.valid, reasons=verdict.reasons, validator_answer=verdict.answer)
+        if not verdict.valid:
+            return outcome, proposer_reward(None, valid=False, rewards=self.rewards)
+        if self.solve_rate_fn is None:
+            outcome["reward_pending"] = True
+            return outcome, 0.0
+        solve_rate = float(self.solve_rate_fn({"question": question, "answers": [answer]}))
+        outcome["solve_rate"] = solve_rate
+        return outcome, proposer_reward(solve_rate, rewards=self.rewards)
+
+    @tool
+    def question(self, question: str) -> str:
+        """Submit the question and end the episode.
+
+        Args:
+            question: The question whose one correct answer is the seed answer.
+        """
+        outcome, reward = self._judge(question.strip())
+        self._finish(outcome, reward)
+        if outcome["valid"]:
+            return "Question accepted."
+        return "Question rejected: " + ", ".join(outcome["reasons"]) + "."
+
+    def _on_turn_limit(self) -> tuple[dict[str, Any], float]:
+        return self._judge(None)

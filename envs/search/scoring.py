@@ -1,0 +1,62 @@
+"""Answer scoring as in SQuAD: normalise, then exact match or token F1.
+
+Normalisation lower-cases, removes punctuation and the articles a/an/the, and collapses
+whitespace, so ``"The  Jargon File."`` and ``"jargon file"`` match.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+
+__all__ = ["answer_in_text", "exact_match", "f1_score", "max_over_answers", "normalize_answer"]
+
+_ARTICLES_RE = re.compile(r"\b(a|an|the)\b")
+_PUNCT_TABLE = str.maketrans("", "", string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    """Lower-case, drop punctuation and articles, collapse whitespace.
+
+    Example:
+        >>> normalize_answer("The  Jargon File.")
+        'jargon file'
+    """
+    text = text.lower().translate(_PUNCT_TABLE)
+    text = _ARTICLES_RE.sub(" ", text)
+    return " ".join(text.split())
+
+
+def exact_match(prediction: str, truth: str) -> float:
+    """1.0 when the normalised strings are equal, else 0.0."""
+    return float(normalize_answer(prediction) == normalize_answer(truth))
+
+
+def f1_score(prediction: str, truth: str) -> float:
+    """Token-level F1 between the normalised strings."""
+    pred = normalize_answer(prediction).split()
+    gold = normalize_answer(truth).split()
+    if not pred or not gold:
+        return float(pred == gold)
+    common = Counter(pred) & Counter(gold)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision = same / len(pred)
+    recall = same / len(gold)
+    return 2 * precision * recall / (precision + recall)
+
+
+def max_over_answers(metric: str, prediction: str, answers: list[str]) -> float:
+    """Best ``"em"`` or ``"f1"`` of ``prediction`` against any of ``answers``."""
+    fn = exact_match if metric == "em" else f1_score
+    return max((fn(prediction, a) for a in answers), default=0.0)
+
+
+def answer_in_text(answer: str, text: str) -> bool:
+    """Whether the normalised ``answer`` occurs as a whole-word sequence in normalised ``text``."""
+    needle = normalize_answer(answer)
+    if not needle:
+        return False
+    return f" {needle} " in f" {normalize_answer(text)} "

@@ -1,0 +1,240 @@
+"""RAG validation of proposed questions (Search Self-Play, DESIGN §3.4).
+
+A question that passed the rule filters is valid only if the solver role, given every document
+the proposer retrieved plus a few noisy documents and *no* search tool, answers the seed answer.
+Validators are pluggable:
+
+* :class:`PolicyValidator` — a model answers: the policy itself through an ``answer_fn``
+  (``prompts -> answers``), e.g. :func:`generator_answer_fn` over a ``sparring.agents``
+  generator, or :func:`openai_answer_fn` for any OpenAI-compatible endpoint. Graded by exact
+  match after normalisation; an optional ``judge`` decides when the strings differ.
+* :class:`EvidenceValidator` — exact match only, no model: the seed answer must occur in a
+  document the proposer retrieved, so the question is at least grounded in what it read.
+
+Validation fails closed: :func:`validate_safely` turns any exception into a rejection whose
+reason names the error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from sparring.envs.search.corpus import split_contents
+from sparring.envs.search.scoring import answer_in_text, exact_match
+
+__all__ = [
+    "AnswerFn",
+    "ChatFn",
+    "EvidenceValidator",
+    "JudgeFn",
+    "PolicyValidator",
+    "Proposal",
+    "Validator",
+    "Verdict",
+    "extract_answer",
+    "generator_answer_fn",
+    "generator_chat_fn",
+    "openai_answer_fn",
+    "openai_judge_fn",
+    "rag_prompt",
+    "validate_safely",
+]
+
+#: ``answer_fn(prompts) -> answers``: one model output per prompt, in order.
+AnswerFn = Callable[[list[str]], list[str]]
+#: ``judge(question, reference, prediction) -> same answer?``
+JudgeFn = Callable[[str, str, str], bool]
+
+_ANSWER_RE = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.DOTALL)
+_DOC_CHARS = 1200
+
+
+@dataclass
+class Proposal:
+    """A proposed question with the evidence the validator sees."""
+
+    question: str
+    answer: str
+    """The seed answer the question must lead to."""
+    documents: list[dict[str, Any]]
+    """Every document the proposer retrieved (``{"id", "contents"}``)."""
+    noise: list[dict[str, Any]] = field(default_factory=list)
+    """Distractor documents (retrieved by other proposals, or random)."""
+
+
+@dataclass
+class Verdict:
+    """The validator's decision on one proposal."""
+
+    valid: bool
+    reasons: list[str] = field(default_factory=list)
+    """Why it was rejected (empty when valid)."""
+    answer: str | None = None
+    """What the solver answered, when a model answered."""
+
+
+@runtime_checkable
+class Validator(Protocol):
+    """Decides whether proposals are answerable with their evidence."""
+
+    name: str
+
+    def validate(self, proposals: Sequence[Proposal]) -> list[Verdict]:
+        """One verdict per proposal, in order."""
+        ...
+
+
+def validate_safely(validator: Validator, proposals: Sequence[Proposal]) -> list[Verdict]:
+    """Run ``validator``; any error (or a wrong number of verdicts) rejects every proposal with its reason."""
+    try:
+        verdicts = validator.validate(list(proposals))
+        if len(verdicts) != len(proposals):
+            raise ValueError(f"{len(verdicts)} verdicts for {len(proposals)} proposals")
+        return verdicts
+    except Exception as e:  # fail closed: a broken validator must never accept
+        reason = f"validator_error: {type(e).__name__}: {e}"
+        return [Verdict(False, [reason]) for _ in proposals]
+
+
+def rag_prompt(question: str, documents: Sequence[dict[str, Any]]) -> str:
+    """The solver prompt of RAG validation: the documents, the question, the answer format."""
+    parts = []
+    for n, doc in enumerate(documents, 1):
+        title, text = split_contents(doc["contents"])
+        parts.append(f"Doc {n} (Title: {title}) {' '.join(text.split())[:_DOC_CHARS]}")
+    return (
+        "Answer the question using only the documents below. Reply with the answer alone, a word or a "
+        "short name, inside <answer> and </answer>, for example: <answer>Mars</answer>\n\n"
+        + "\n".join(parts)
+        + f"\n\nQuestion: {question}\n"
+    )
+
+
+def extract_answer(output: str) -> str:
+    """The text inside ``<answer>…</answer>``, else the output's first non-empty line."""
+    m = _ANSWER_RE.search(output)
+    if m:
+        return m.group(1).strip()
+    return next((line.strip() for line in output.splitlines() if line.strip()), "")
+
+
+class PolicyValidator:
+    """A model answers each question from its documents; valid when it gives the seed answer."""
+
+    name = "policy"
+
+    def __init__(self, answer_fn: AnswerFn, judge: JudgeFn | None = None, shuffle_seed: int = 0):
+        """Validate with ``answer_fn``; ``judge`` decides equivalence when exact match fails."""
+        self.answer_fn = answer_fn
+        self.judge = judge
+        self.shuffle_seed = shuffle_seed
+
+    def _documents(self, proposal: Proposal) -> list[dict[str, Any]]:
+        import random
+
+        docs = list(proposal.documents) + list(proposal.noise)
+        random.Random(f"{self.shuffle_seed}:{proposal.question}").shuffle(docs)  # position must not leak
+        return docs
+
+    def validate(self, proposals: Sequence[Proposal]) -> list[Verdict]:
+        """Ask the model every question at once, then grade each answer."""
+        prompts = [rag_prompt(p.question, self._documents(p)) for p in proposals]
+        outputs = self.answer_fn(prompts)
+        verdicts = []
+        for proposal, output in zip(proposals, outputs, strict=True):
+            predicted = extract_answer(output)
+            same = bool(exact_match(predicted, proposal.answer))
+            if not same and self.judge is not None and predicted:
+                same = self.judge(proposal.question, proposal.answer, predicted)
+            reasons = [] if same else [f"solver_answered_other: {predicted[:80]!r}"]
+            verdicts.append(Verdict(same, reasons, predicted))
+        return verdicts
+
+
+class EvidenceValidator:
+    """Exact match only, no model: the seed answer must occur in a retrieved document."""
+
+    name = "exact_match"
+
+    def validate(self, proposals: Sequence[Proposal]) -> list[Verdict]:
+        """Valid when the normalised seed answer occurs in a document the proposer retrieved."""
+        verdicts = []
+        for p in proposals:
+            grounded = any(answer_in_text(p.answer, doc["contents"]) for doc in p.documents)
+            verdicts.append(Verdict(grounded, [] if grounded else ["answer_not_in_retrieved_documents"]))
+        return verdicts
+
+
+#: ``chat_fn(conversations) -> texts``: the next assistant message of each conversation.
+ChatFn = Callable[[list[list[dict[str, Any]]]], list[str]]
+
+
+def generator_chat_fn(
+    generator: Any, max_new_tokens: int = 64, stop: tuple[str, ...] = (), prefill: str = ""
+) -> ChatFn:
+    """A :data:`ChatFn` over a ``sparring.agents`` generator (token ids or chat-only), greedy.
+
+    ``prefill`` starts the assistant message (token generators only) and is part of the returned
+    text; ``"<answer>"`` makes a small model answer in the expected form instead of in prose.
+    """
+    from sparring.agents.generation import Generator, SamplingParams
+
+    sampling = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens, stop=stop)
+
+    def chat(conversations: list[list[dict[str, Any]]]) -> list[str]:
+        if not isinstance(generator, Generator):
+            return [g.text for g in generator.chat(conversations, sampling)]
+        start = generator.tokenizer.encode(prefill, add_special_tokens=False) if prefill else []
+        prompts = []
+        for conversation in conversations:
+            ids = generator.tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=True)
+            prompts.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids) + start)
+        return [prefill + g.text for g in generator.generate(prompts, sampling)]
+
+    return chat
+
+
+def generator_answer_fn(generator: Any, max_new_tokens: int = 24) -> AnswerFn:
+    """An :data:`AnswerFn` over a ``sparring.agents`` generator: each prompt is one user message."""
+    chat = generator_chat_fn(generator, max_new_tokens, stop=("</answer>",), prefill="<answer>")
+
+    def answer(prompts: list[str]) -> list[str]:
+        return chat([[{"role": "user", "content": p}] for p in prompts])
+
+    return answer
+
+
+def _chat_completion(base_url: str, model: str, content: str, api_key: str | None, timeout_s: float) -> str:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    url = base_url.rstrip("/") + "/chat/completions"
+    body = {"model": model, "messages": [{"role": "user", "content": content}], "temperature": 0, "max_tokens": 64}
+    response = httpx.post(url, json=body, headers=headers, timeout=timeout_s)
+    response.raise_for_status()
+    return str(response.json()["choices"][0]["message"]["content"])
+
+
+def openai_answer_fn(base_url: str, model: str, api_key: str | None = None, timeout_s: float = 60.0) -> AnswerFn:
+    """An :data:`AnswerFn` over an OpenAI-compatible ``/chat/completions`` endpoint (``base_url`` ends in /v1)."""
+
+    def answer(prompts: list[str]) -> list[str]:
+        return [_chat_completion(base_url, model, p, api_key, timeout_s) for p in prompts]
+
+    return answer
+
+
+def openai_judge_fn(base_url: str, model: str, api_key: str | None = None, timeout_s: float = 60.0) -> JudgeFn:
+    """A :data:`JudgeFn` that asks an OpenAI-compatible model whether two answers are the same."""
+
+    def judge(question: str, reference: str, prediction: str) -> bool:
+        content = (
+            f"Question: {question}\nReference answer: {reference}\nGiven answer: {prediction}\n"
+            "Does the given answer mean the same as the reference answer? Reply with YES or NO only."
+        )
+        return _chat_completion(base_url, model, content, api_key, timeout_s).strip().upper().startswith("YES")
+
+    return judge

@@ -1,0 +1,30 @@
+"""Fixtures of the search tests: the default corpus (built by setup) and its BM25 retriever."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparring.envs.search.corpus import Corpus, corpus_dir
+from sparring.envs.search.retrieval import BM25Retriever, open_retriever
+from tests.conftest import require
+
+
+def default_corpus_built() -> bool:
+    """Whether setup has built the default corpus and its index."""
+    folder = corpus_dir("default")
+    return (folder / "bm25" / "params.index.json").is_file() and (folder / "info.json").is_file()
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Corpus:
+    """The default corpus (skips locally, fails under CI, when setup has not built it)."""
+    require(default_corpus_built(), "the default corpus")
+    return Corpus.open("default")
+
+
+@pytest.fixture(scope="session")
+def bm25(corpus: Corpus) -> BM25Retriever:
+    """BM25 over the default corpus, shared with the envs of the same process."""
+    retriever = open_retriever("default")
+    assert isinstance(retriever, BM25Retriever)
+    return retriever

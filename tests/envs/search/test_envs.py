@@ -1,0 +1,170 @@
+"""SearchPropose-v0 and SearchAnswer-v0: the env contract, rule filters, validation, rewards."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import sparring  # noqa: F401  (registers the envs)
+from sparring.envs.search.answer_env import SearchAnswerEnv
+from sparring.envs.search.corpus import Corpus
+from sparring.envs.search.propose_env import NoisePool, SearchProposeEnv
+from sparring.envs.search.rewards import SearchRewards
+from sparring.envs.search.validation import EvidenceValidator, Proposal, Verdict
+
+JARGON = {"id": "propose:jargon", "answer": "Jargon File", "hops": 1, "doc": "foldoc:Jargon File"}
+QUESTION = "Which on-line collection of hacker slang definitions is maintained by Eric S. Raymond?"
+
+
+@pytest.mark.parametrize("env_id", ["sparring/SearchPropose-v0", "sparring/SearchAnswer-v0"])
+def test_check_env_passes(corpus: Corpus, env_id: str):
+    env = gym.make(env_id)
+    check_env(env.unwrapped)
+    obs, info = env.reset(seed=7)
+    assert info["role"] in {"proposer", "solver"} and info["turn"] == 0 and info["task"]["id"] == info["task_id"]
+    assert {t["function"]["name"] for t in info["tools"]} >= {"search"}
+    env.close()
+
+
+def _propose(env: SearchProposeEnv, actions: list[str]) -> tuple[float, dict]:
+    env.reset(seed=0, options={"task": JARGON})
+    for action in actions:
+        obs, reward, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            return reward, info
+    raise AssertionError("the episode did not end")
+
+
+def test_a_scripted_proposer_is_accepted_by_a_real_validator(corpus: Corpus):
+    env = SearchProposeEnv(validator=EvidenceValidator(), noise_pool=NoisePool())
+    reward, info = _propose(
+        env,
+        [
+            "<search>Eric S. Raymond hacker dictionary</search>",
+            '<tool_call>{"name": "search", "arguments": {"query": "hacker slang collection"}}</tool_call>',
+            f"<question>{QUESTION}</question>",
+        ],
+    )
+    outcome = info["outcome"]
+    assert outcome["valid"] and outcome["reasons"] == [] and outcome["reward_pending"]
+    assert outcome["queries"] == ["Eric S. Raymond hacker dictionary", "hacker slang collection"]
+    assert any("Jargon File" in d["contents"] for d in outcome["documents"])  # the evidence it was accepted on
+    assert reward == 0.0 and env.get_reward() == 0.0
+
+
+def test_the_proposer_reward_is_one_minus_the_solve_rate(corpus: Corpus):
+    env = SearchProposeEnv(solve_rate_fn=lambda task: 0.25)
+    reward, info = _propose(
+        env, ["<search>Eric S. Raymond</search>", "<search>hacker slang</search>", f"<question>{QUESTION}</question>"]
+    )
+    assert info["outcome"]["solve_rate"] == 0.25 and reward == 0.75
+
+
+@pytest.mark.parametrize(
+    ("actions", "reason"),
+    [
+        (
+            [
+                "<search>hacker slang</search>",
+                "<search>Raymond</search>",
+                "<question>What is the jargon file of hackers?</question>",
+            ],
+            "answer_in_question",
+        ),
+        (
+            [f"<search>hacker slang</search><question>{QUESTION}</question>", f"<question>{QUESTION}</question>"],
+            "too_few_searches",
+        ),
+        (
+            ["<search>hacker slang</search>", "<search>Hacker  slang</search>", f"<question>{QUESTION}</question>"],
+            "duplicated_query",
+        ),
+        (
+            ["<search>hacker slang</search>", "<search>raymond</search>", "<question>Which?</question>"],
+            "question_too_short",
+        ),
+    ],
+)
+def test_rule_filters_reject_with_their_reason(corpus: Corpus, actions: list[str], reason: str):
+    env = SearchProposeEnv(solve_rate_fn=lambda task: 0.0, rewards=SearchRewards(proposer_invalid=-0.5))
+    reward, info = _propose(env, actions)
+    assert not info["outcome"]["valid"] and reason in info["outcome"]["reasons"]
+    assert reward == -0.5  # invalid questions get the configured invalid reward
+
+
+def test_no_question_by_the_turn_limit_is_rejected(corpus: Corpus):
+    env = SearchProposeEnv(max_turns=2)
+    reward, info = _propose(env, ["<search>hacker slang</search>", "I am still thinking"])
+    assert info["outcome"]["reasons"] == ["no_question", "too_few_searches"] and reward == 0.0
+
+
+class BrokenValidator:
+    """A validator whose model endpoint is down."""
+
+    name = "broken"
+
+    def validate(self, proposals: Sequence[Proposal]) -> list[Verdict]:
+        raise ConnectionError("judge endpoint unreachable")
+
+
+def test_a_validator_error_rejects_the_question(corpus: Corpus):
+    env = SearchProposeEnv(validator=BrokenValidator(), solve_rate_fn=lambda task: 0.0)
+    reward, info = _propose(
+        env, ["<search>Eric S. Raymond</search>", "<search>hacker slang</search>", f"<question>{QUESTION}</question>"]
+    )
+    assert not info["outcome"]["valid"]
+    assert info["outcome"]["reasons"] == ["validator_error: ConnectionError: judge endpoint unreachable"]
+    assert reward == 0.0
+
+
+def test_validation_sees_the_proposer_documents_and_noise_from_other_proposals(corpus: Corpus):
+    seen: list[Proposal] = []
+
+    class Recorder:
+        name = "recorder"
+
+        def validate(self, proposals: Sequence[Proposal]) -> list[Verdict]:
+            seen.extend(proposals)
+            return [Verdict(True) for _ in proposals]
+
+    pool = NoisePool()
+    env = SearchProposeEnv(validator=Recorder(), noise_pool=pool)
+    actions = ["<search>Eric S. Raymond</search>", "<search>hacker slang</search>", f"<question>{QUESTION}</question>"]
+    _propose(env, actions)
+    first = {d["id"] for d in seen[0].documents}
+    assert len(seen[0].noise) == 4 and not first & {d["id"] for d in seen[0].noise}  # random documents
+    other = SearchProposeEnv(validator=Recorder(), noise_pool=pool)
+    other.reset(seed=1, options={"task": {"id": "p2", "answer": "iron", "hops": 1}})
+    other.step("<search>element symbol Fe</search>")
+    other.step("<search>atomic number 26</search>")
+    other.step("<question>Which metallic element has atomic number 26 and symbol Fe?</question>")
+    assert {d["id"] for d in seen[1].noise} <= first  # noise now comes from the first proposal
+
+
+def test_the_solver_is_rewarded_by_exact_match(corpus: Corpus):
+    env = SearchAnswerEnv()
+    task = {"id": "q1", "question": "Which chemical element has the symbol Fe?", "answers": ["iron"]}
+    obs, info = env.reset(options={"task": task})
+    assert task["question"] in obs and info["role"] == "solver"
+    obs, reward, terminated, truncated, info = env.step("<search>element symbol Fe</search>")
+    assert obs.startswith("<information>") and "iron" in obs.lower() and reward == 0.0 and not terminated
+    obs, reward, terminated, truncated, info = env.step("<think>the element doc</think><answer> Iron. </answer>")
+    assert terminated and reward == 1.0 and info["outcome"]["em"] == 1.0 and info["outcome"]["f1"] == 1.0
+    env.reset(options={"task": task})
+    *_, info = env.step("<answer>cast iron</answer>")
+    assert env.get_reward() == 0.0 and info["outcome"]["f1"] == pytest.approx(2 / 3)
+    f1_env = SearchAnswerEnv(rewards=SearchRewards(solver_metric="f1"))
+    f1_env.reset(options={"task": task})
+    assert f1_env.step("<answer>cast iron</answer>")[1] == pytest.approx(2 / 3)
+
+
+def test_a_malformed_action_is_an_observation_and_the_turn_counts(corpus: Corpus):
+    env = SearchAnswerEnv(max_turns=2)
+    env.reset(seed=3)
+    obs, reward, terminated, truncated, info = env.step("I think the answer is iron")
+    assert "no tool call" in obs and "<answer>...</answer>" in obs and info["turn"] == 1
+    obs, reward, terminated, truncated, info = env.step("<search></search>")
+    assert truncated and info["outcome"]["status"] == "turn_limit" and reward == 0.0

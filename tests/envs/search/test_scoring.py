@@ -1,0 +1,74 @@
+"""SQuAD-style scoring, rewards, rule filters and reciprocal-rank fusion (pure functions)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparring.envs.search.filters import ProposalRules, check_proposal
+from sparring.envs.search.retrieval import headword_key, reciprocal_rank_fusion
+from sparring.envs.search.rewards import SearchRewards, proposer_reward, solver_reward
+from sparring.envs.search.scoring import answer_in_text, exact_match, f1_score, normalize_answer
+from sparring.envs.search.validation import EvidenceValidator, Proposal, extract_answer, validate_safely
+
+
+def test_normalisation_and_metrics():
+    assert normalize_answer("  The Jargon-File!  ") == "jargonfile"
+    assert exact_match("the Jargon File.", "jargon file") == 1.0
+    assert exact_match("Jargon", "jargon file") == 0.0
+    assert f1_score("jargon", "jargon file") == pytest.approx(2 / 3)
+    assert f1_score("", "") == 1.0 and f1_score("x", "") == 0.0
+    assert answer_in_text("Jargon File", "The on-line Jargon file, by ESR.")
+    assert not answer_in_text("Ada", "Adam and Eve")  # whole words only
+
+
+def test_rewards():
+    assert solver_reward("Iron", ["iron"]) == 1.0 and solver_reward("steel", ["iron"]) == 0.0
+    assert solver_reward("cast iron", ["iron"], SearchRewards(solver_metric="f1")) == pytest.approx(2 / 3)
+    assert proposer_reward(0.0) == 1.0 and proposer_reward(1.0) == 0.0
+    assert proposer_reward(None, valid=False) == 0.0
+    assert proposer_reward(0.5, valid=False, rewards=SearchRewards(proposer_invalid=-1.0)) == -1.0
+    with pytest.raises(ValueError):
+        proposer_reward(1.5)
+
+
+def test_rule_filters_name_every_reason():
+    rules = ProposalRules(max_question_chars=60)
+    assert check_proposal(None, "iron", [], rules) == ["no_question", "too_few_searches"]
+    long = "Which metal " + "is very common and " * 5 + "?"
+    assert check_proposal(long, "iron", ["fe", "rust"], rules) == ["question_too_long"]
+    assert check_proposal("Which metal rusts, like iron does?", "Iron", ["metal", "rust"], rules) == [
+        "answer_in_question"
+    ]
+    assert check_proposal("Which metal rusts in moist air?", "iron", ["rust", "Rust!"], rules) == [
+        "too_few_searches",
+        "duplicated_query",
+    ]
+
+
+def test_reciprocal_rank_fusion_and_headword_keys():
+    fused = reciprocal_rank_fusion([[1, 2, 3], [2, 3, -1]])
+    assert [doc for doc, _ in fused] == [2, 3, 1]  # 2 ranks 2nd and 1st; -1 pads are skipped
+    assert fused[0][1] == pytest.approx(1 / 62 + 1 / 61)
+    assert headword_key("Lambda-Calculus ") == "lambda calculus"
+
+
+def test_extract_answer_and_the_evidence_validator():
+    assert extract_answer("I think <answer> iron </answer> now") == "iron"
+    assert extract_answer("\n iron\nmore") == "iron"
+    docs = [{"id": "d", "contents": '"Fe"\nFe: the symbol of iron.'}]
+    verdicts = EvidenceValidator().validate(
+        [Proposal("Which metal has the symbol Fe?", "iron", docs), Proposal("Which gas is inert?", "argon", docs)]
+    )
+    assert [v.valid for v in verdicts] == [True, False]
+    assert verdicts[1].reasons == ["answer_not_in_retrieved_documents"]
+
+
+def test_validate_safely_rejects_a_wrong_number_of_verdicts():
+    class Short:
+        name = "short"
+
+        def validate(self, proposals):
+            return []
+
+    verdicts = validate_safely(Short(), [Proposal("q", "a", [])])
+    assert not verdicts[0].valid and verdicts[0].reasons[0].startswith("validator_error: ValueError")
