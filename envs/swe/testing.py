@@ -14,7 +14,8 @@ Test ids are pytest node ids relative to pytest's rootdir (the repository root `
     tests/test_x.py                        # a module that failed to import (collection error)
 
 They are the ids FAIL_TO_PASS / PASS_TO_PASS lists use, and they stay stable: the same test has
-the same id in every run and every image. A test's status is one of ``"passed"``, ``"failed"``,
+the same id in every run and every image (repository images set ``PYTHONHASHSEED=0``, since some
+suites build parameter ids from sets). A test's status is one of ``"passed"``, ``"failed"``,
 ``"error"`` (an error in setup or teardown, or a collection error), ``"skipped"``. An expected
 xfail counts as ``"skipped"`` and a non-strict xpass as ``"passed"``, so the number of
 ``"passed"`` ids equals pytest's ``passed + xpassed`` and the number of ``"skipped"`` ids equals
@@ -60,7 +61,7 @@ TEST_STATUSES = ("passed", "failed", "error", "skipped")
 #: Statuses of a run, most serious first.
 RUN_STATUSES = ("timeout", "crash", "no_report", "collection_error", "no_tests", "failed", "passed")
 
-#: How much of pytest's terminal output a run keeps (the end, where the summary is).
+#: How many characters of pytest's terminal output a run keeps (the end, where the summary is).
 OUTPUT_TAIL_BYTES = 200_000
 
 _SEVERITY = {"error": 3, "failed": 2, "passed": 1, "skipped": 0}
@@ -332,30 +333,23 @@ def run_tests(
         The :class:`TestRun`; never raises for anything the tests or the code under test do.
     """
     token = uuid.uuid4().hex
-    junit, log = f"/tmp/sparring-junit-{token}.xml", f"/tmp/sparring-pytest-{token}.log"
-    command = (
-        f"{pytest_command(tests)} -p no:cacheprovider --color=no -o junit_family=xunit1 --junitxml={junit}"
-        f" > {log} 2>&1; rc=$?; tail -c {OUTPUT_TAIL_BYTES} {log}; exit $rc"
-    )
+    junit, log, files = (f"/tmp/sparring-{kind}-{token}" for kind in ("junit.xml", "pytest.log", "files.txt"))
+    flags = f"-p no:cacheprovider --color=no -o junit_family=xunit1 --junitxml={junit}"
+    # The file list resolves node ids exactly (see parse_junit_xml); it is taken right after the run.
+    listing = f"find . -type f -not -path './.git/*' -not -path '*/__pycache__/*' > {files} 2>/dev/null"
+    command = f"{pytest_command(tests)} {flags} > {log} 2>&1; rc=$?; {listing}; exit $rc"
     result = sandbox.exec(command, timeout=timeout, workdir=workdir, user=user)
-    output = result.stdout + (result.stderr or "")
-    xml: bytes | None
-    try:
-        xml = sandbox.get_file(junit)
-    except Exception:  # absent report: the sandbox raises its own not-found error
-        xml = None
-    listing = sandbox.exec(
-        f"rm -f {junit} {log}; find . -type f -not -path './.git/*' -not -path '*/__pycache__/*' | head -100000",
-        timeout=60,
-        workdir=_rootdir(output) or workdir,
-        user=user,
-    )
+    log_bytes, xml, file_list = (_read(sandbox, path) for path in (log, junit, files))
+    sandbox.exec(f"rm -f {junit} {log} {files}", timeout=60, workdir="/", user=user)
+    output = (log_bytes or b"").decode("utf-8", errors="replace") + result.stdout + result.stderr
+    output = output[-OUTPUT_TAIL_BYTES:]
+    paths = (file_list or b"").decode("utf-8", errors="replace").splitlines()
     parsed: dict[str, str] = {}
     collection_errors: list[str] = []
     detail = ""
     if xml is not None:
         try:
-            parsed, collection_errors = parse_junit_xml(xml, listing.stdout.splitlines())
+            parsed, collection_errors = parse_junit_xml(xml, paths)
         except ValueError as e:
             xml, detail = None, str(e)
     status, why = _run_status(result, xml, parsed, collection_errors, output)
@@ -370,11 +364,13 @@ def run_tests(
         missing=sorted(expected_ids - set(parsed)),
         collection_errors=collection_errors,
         reported=parse_pytest_summary(output),
-        output=output[-OUTPUT_TAIL_BYTES:],
+        output=output,
         detail=f"{why}; {detail}" if detail and why else (why or detail),
     )
 
 
-def _rootdir(output: str) -> str | None:
-    match = re.search(r"^rootdir: ([^,\n]+)", _ANSI.sub("", output), re.M)
-    return match.group(1).strip() if match else None
+def _read(sandbox: _Sandbox, path: str) -> bytes | None:
+    try:
+        return sandbox.get_file(path)
+    except Exception:  # absent (pytest never got that far) or unreadable: the caller says which
+        return None
