@@ -41,7 +41,7 @@ JUNIT_PATH = "/tmp/sparring-junit.xml"
 DEFAULT_TEST_SCRIPT = """#!/bin/bash
 # Runs the oracle test files; the built-in parser reads the JUnit report.
 cd /repo
-python -m pytest -p no:cacheprovider -q -o addopts="" --junitxml="$SPARRING_JUNIT" {files}
+python -m pytest -p no:cacheprovider -q -o addopts="" -o junit_family=xunit1 --junitxml="$SPARRING_JUNIT" {files}
 """
 
 #: File names of an artifact, in the order SSR lists them; ``test_parser.py`` may be absent.

@@ -1,0 +1,99 @@
+"""A known-good bug in the inflection repository, and variants that break one validation check each.
+
+The bug: ``ordinal()`` stops treating 13 like 11 and 12 (``in (11, 12, 13)`` -> ``in (11, 12)``),
+so ``ordinal(13)`` says "rd"; the weakening replaces the bodies of the two ordinal tests with
+``pass``. Diffs are made from the files as the image holds them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from sparring.envs.swe.artifact import DEFAULT_TEST_SCRIPT, BugArtifact, file_diff
+from sparring.envs.swe.bugstore import weaken_tests
+from tests.conftest import require
+
+REPO = "inflection"
+SOURCE = "inflection/__init__.py"
+TESTS = "test_inflection.py"
+ORIGINAL_LINE = "if number % 100 in (11, 12, 13):"
+BUGGY_LINE = "if number % 100 in (11, 12):"
+WEAKENED_TESTS = [f"{TESTS}::test_ordinal", f"{TESTS}::test_ordinalize"]
+
+
+def repo_image() -> str:
+    """The inflection image; skips (locally) or fails (CI) when it is not built."""
+    from sparring.envs.swe.images import image_status
+    from sparring.envs.swe.repos import get_repo
+
+    spec = get_repo(REPO)
+    require(image_status(spec)[0] in ("built", "stale"), f"the image {spec.image}")
+    return spec.image
+
+
+def repo_files(pool: Any) -> dict[str, str]:
+    """The files of /repo as the image holds them (text)."""
+    from sparring.envs.swe.grading import snapshot
+
+    sandbox = pool.acquire()
+    try:
+        return {p: d.decode("utf-8", errors="replace") for p, d in snapshot(sandbox).items()}
+    finally:
+        sandbox.close()
+
+
+def good_artifact(files: dict[str, str]) -> BugArtifact:
+    """The known-good bug."""
+    source, tests = files[SOURCE], files[TESTS]
+    assert ORIGINAL_LINE in source
+    return BugArtifact(
+        test_script=DEFAULT_TEST_SCRIPT.format(files=TESTS),
+        test_files=[TESTS],
+        bug_inject_diff=file_diff(SOURCE, source, source.replace(ORIGINAL_LINE, BUGGY_LINE)),
+        test_weaken_diff=file_diff(TESTS, tests, weaken_tests(TESTS, tests, WEAKENED_TESTS)),
+        repo=REPO,
+        version="test",
+        origin="agent:direct",
+    )
+
+
+def violating(files: dict[str, str], check: str) -> BugArtifact:
+    """The good artifact changed so that it breaks ``check`` (and only what follows from it)."""
+    good = good_artifact(files)
+    tests, conf = files[TESTS], files["docs/conf.py"]
+    if check == "test_files":
+        return replace(good, test_files=["tests/test_missing.py"])
+    if check == "parser":
+        return replace(good, test_parser="print('all good!')\n")
+    if check == "passing_before":
+        parser = "import json\nprint(json.dumps({'test_inflection.py::test_x': 'failed'}))\n"
+        return replace(good, test_parser=parser)
+    if check == "changed_files":
+        return replace(good, bug_inject_diff="")
+    if check == "failing_after_bug":
+        return replace(good, bug_inject_diff=file_diff("docs/conf.py", conf, conf + "# a harmless comment\n"))
+    if check == "weakening_hides_bug":
+        return replace(good, test_weaken_diff=file_diff(TESTS, tests, tests + "\n# weakened? no\n"))
+    if check == "inverse_mutation":
+        extra = file_diff("docs/conf.py", conf, conf + "# an unrelated edit\n")
+        return replace(good, bug_inject_diff=good.bug_inject_diff + extra)
+    raise ValueError(check)
+
+
+@pytest.fixture(scope="module")
+def pool() -> Any:
+    """A sandbox pool of the inflection image."""
+    from sparring.envs.swe.sandbox import SandboxPool
+
+    p = SandboxPool(repo_image(), size=2)
+    yield p
+    p.close()
+
+
+@pytest.fixture(scope="module")
+def files(pool: Any) -> dict[str, str]:
+    """The image's /repo files."""
+    return repo_files(pool)
