@@ -90,7 +90,7 @@ class Corpus:
             raise SparringError(
                 f"no built corpus in {self.folder}; run `sparring corpus build` (or `sparring setup --for test`)."
             )
-        self._offsets = np.load(self.folder / "offsets.npy", mmap_mode="r")
+        self._offsets = np.load(self.folder / "offsets.npy")  # 8 bytes a document: plain memory is faster
         self._file = open(self.path, "rb")  # noqa: SIM115 - held for the mmap's lifetime
         self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
         self._seeds: list[dict[str, Any]] | None = None
