@@ -1,0 +1,278 @@
+"""Command server: the main process of every sandbox container (run as root by the sandbox).
+
+The host sends requests on stdin and reads responses on stdout, one JSON object per line, ASCII
+only (binary payloads are base64): no byte of a request can be taken for Docker's attach detach
+keys (ctrl-p ctrl-q), and output of any kind cannot break the framing. One request at a time.
+Operations:
+
+- ``ping`` -> ``{}`` (readiness).
+- ``exec`` {cmd, user, cwd, env, timeout, cap} -> {exit, signal, timed_out, oom, seconds, out, err}:
+  runs ``bash -c cmd`` as ``user`` in its own process group with stdin from /dev/null; at the
+  timeout, and in any case once bash exits, the whole group is killed. Each stream keeps its first
+  and last ``cap // 2`` bytes ({head, tail, total}).
+- ``write`` {path, data, mode, user} / ``read`` {path} -> {data}: one file.
+- ``put_tar`` {dest, data, user} / ``get_tar`` {path} -> {data}: a tar extracted into ``dest``
+  (owners as in the tar, or ``user`` when given) / a tar of ``path`` whose top entry is its base
+  name (like ``docker cp``).
+
+A failing request answers {error: exception class name, message}. The sandbox passes this file's
+source to ``python3 -I -S -c``, so images need no copy of it and always run the current version.
+"""
+
+import base64
+import io
+import json
+import os
+import pwd
+import selectors
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+
+#: After bash exits (or is killed), how long to wait for pipes still held by escaped processes.
+DRAIN_GRACE_S = 0.2
+OOM_COUNTERS = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
+
+
+def write_line(obj):
+    view = memoryview(json.dumps(obj).encode() + b"\n")
+    while view:
+        view = view[os.write(1, view) :]
+
+
+def oom_kills():
+    """The memory cgroup's OOM-kill counter (0 where the kernel does not expose it)."""
+    for path in OOM_COUNTERS:
+        try:
+            with open(path) as f:
+                for line in f:
+                    if line.startswith("oom_kill "):
+                        return int(line.split()[1])
+        except OSError:
+            continue
+    return 0
+
+
+class Capture:
+    """Keeps the first and last ``cap // 2`` bytes of a stream and counts the rest."""
+
+    def __init__(self, cap):
+        self.head_cap = cap // 2
+        self.tail_cap = cap - self.head_cap
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, data):
+        self.total += len(data)
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > 2 * self.tail_cap + 65536:
+                del self.tail[: len(self.tail) - self.tail_cap]
+
+    def result(self):
+        tail = bytes(self.tail[-self.tail_cap :]) if self.tail_cap else b""
+        return {
+            "head": base64.b64encode(bytes(self.head)).decode(),
+            "tail": base64.b64encode(tail).decode(),
+            "total": self.total,
+        }
+
+
+def kill_group(proc):
+    """SIGKILL bash's process group until it is empty (a fork bomb may race the first kill).
+
+    Reaps bash itself on the way, since a zombie leader keeps the group alive; orphans are reaped
+    by the container's init.
+    """
+    for attempt in range(400):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return
+        if proc.poll() is None or attempt:
+            time.sleep(0.002)
+
+
+def account(name):
+    entry = pwd.getpwnam(name)
+    return entry.pw_uid, entry.pw_gid, entry.pw_dir
+
+
+def op_exec(req):
+    uid, gid, home = account(req["user"])
+    cwd = req["cwd"]
+    started = time.monotonic()
+    if not os.path.isdir(cwd):
+        msg = f"sparring: working directory {cwd} does not exist\n".encode()
+        err = Capture(req["cap"])
+        err.add(msg)
+        return {"exit": 126, "signal": None, "timed_out": False, "oom": False, "seconds": 0.0,
+                "out": Capture(req["cap"]).result(), "err": err.result()}  # fmt: skip
+    env = dict(os.environ)
+    env.update({"HOME": home, "USER": req["user"], "LOGNAME": req["user"]})
+    env.update(req.get("env") or {})
+    ooms = oom_kills()
+    proc = subprocess.Popen(
+        ["/bin/bash", "-c", req["cmd"]],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env,
+        start_new_session=True, user=uid, group=gid, extra_groups=[], close_fds=True,
+    )  # fmt: skip
+    deadline = started + float(req["timeout"])
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    captures = {out_fd: Capture(req["cap"]), err_fd: Capture(req["cap"])}  # streams still open
+    finished = {}
+    sel = selectors.DefaultSelector()
+    for fd in captures:
+        sel.register(fd, selectors.EVENT_READ)
+    try:
+        pidfd = os.pidfd_open(proc.pid)  # readable once bash exits
+        sel.register(pidfd, selectors.EVENT_READ)
+    except (AttributeError, OSError):  # kernels before 5.3: poll every 10 ms
+        pidfd = None
+    timed_out = False
+    ended_at = None  # when bash exited or was killed; after that only a short drain of the pipes
+    while True:
+        now = time.monotonic()
+        if ended_at is None and (now >= deadline or (pidfd is None and proc.poll() is not None)):
+            timed_out = now >= deadline
+            kill_group(proc)
+            ended_at = now
+        if ended_at is not None and (not captures or now >= ended_at + DRAIN_GRACE_S):
+            break
+        wait = deadline - now if ended_at is None else ended_at + DRAIN_GRACE_S - now
+        if pidfd is None and ended_at is None:
+            wait = min(wait, 0.01)
+        for key, _ in sel.select(max(0.0, wait)):
+            if key.fd == pidfd:
+                sel.unregister(pidfd)
+                proc.wait()
+                kill_group(proc)  # background processes end with the command
+                ended_at = time.monotonic()
+                continue
+            data = os.read(key.fd, 65536)
+            if data:
+                captures[key.fd].add(data)
+            else:
+                sel.unregister(key.fd)
+                finished[key.fd] = captures.pop(key.fd)
+    finished.update(captures)
+    if pidfd is not None:
+        os.close(pidfd)
+    sel.close()
+    code = proc.wait()
+    proc.stdout.close()
+    proc.stderr.close()
+    return {
+        "exit": code if code >= 0 else None,
+        "signal": -code if code < 0 else None,
+        "timed_out": timed_out,
+        "oom": oom_kills() > ooms,
+        "seconds": time.monotonic() - started,
+        "out": finished[out_fd].result(),
+        "err": finished[err_fd].result(),
+    }
+
+
+def chown_tree(path, uid, gid):
+    os.lchown(path, uid, gid)
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            os.lchown(os.path.join(root, name), uid, gid)
+
+
+def make_parents(path, uid, gid):
+    parent = os.path.dirname(path)
+    missing = []
+    while parent and not os.path.isdir(parent):
+        missing.append(parent)
+        parent = os.path.dirname(parent)
+    for folder in reversed(missing):
+        os.mkdir(folder)
+        os.lchown(folder, uid, gid)
+
+
+def op_write(req):
+    uid, gid, _ = account(req["user"])
+    path = req["path"]
+    make_parents(path, uid, gid)
+    if os.path.islink(path):
+        os.unlink(path)  # never write through a link the agent may have planted
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, base64.b64decode(req["data"]))
+        os.fchown(fd, uid, gid)
+        os.fchmod(fd, req["mode"])
+    finally:
+        os.close(fd)
+    return {}
+
+
+def op_read(req):
+    with open(req["path"], "rb") as f:
+        return {"data": base64.b64encode(f.read()).decode()}
+
+
+def op_put_tar(req):
+    dest = req["dest"]
+    owner = account(req["user"]) if req.get("user") else None
+    if not os.path.isdir(dest):
+        uid, gid = owner[:2] if owner else (0, 0)
+        make_parents(os.path.join(dest, "x"), uid, gid)
+    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(req["data"]))) as tar:
+        tops = {m.name.lstrip("./").split("/")[0] for m in tar.getmembers()} - {""}
+        if hasattr(tarfile, "tar_filter"):  # refuses absolute paths and ".." escapes
+            tar.extractall(dest, numeric_owner=True, filter="tar")
+        else:
+            tar.extractall(dest, numeric_owner=True)
+    if owner:
+        for top in tops:
+            target = os.path.join(dest, top)
+            if os.path.lexists(target):
+                chown_tree(target, owner[0], owner[1])
+    return {}
+
+
+def op_get_tar(req):
+    path = req["path"].rstrip("/") or "/"
+    if not os.path.lexists(path):
+        raise FileNotFoundError(f"no such file or directory: {path}")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(path, arcname=os.path.basename(path) or ".")
+    return {"data": base64.b64encode(buf.getvalue()).decode()}
+
+
+OPS = {
+    "ping": lambda req: {},
+    "exec": op_exec,
+    "write": op_write,
+    "read": op_read,
+    "put_tar": op_put_tar,
+    "get_tar": op_get_tar,
+}
+
+
+def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    requests = sys.stdin.buffer
+    while True:
+        line = requests.readline()
+        if not line:
+            return
+        try:
+            req = json.loads(line)
+            reply = OPS[req["op"]](req)
+        except Exception as e:  # every failure becomes an answer; the server keeps serving
+            reply = {"error": type(e).__name__, "message": str(e)}
+        write_line(reply)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,535 @@
+"""Secure, fast sandboxes: one Docker container per episode, commands through a command server.
+
+Each :class:`Sandbox` is a container with no network, capped memory (no swap), CPU, pids and file
+size, Docker's init as PID 1, every capability dropped except the few the trusted harness needs
+when it runs as root, ``no-new-privileges``, no host mounts, no Docker socket, and the labels
+``sparring=1`` and ``sparring.owner`` (host, pid and start time of the owning process).
+
+Its main process is ``containers/cmdserver.py``, attached over Docker's attach socket: a command
+costs one round trip on an open socket instead of a ``docker exec``. The server runs each command
+as the non-root user ``sparring`` (or root for the harness) in its own process group, kills the
+group at the timeout and when the command ends, and caps its output.
+
+:class:`SandboxPool` keeps containers started in the background so an episode's reset takes a
+ready one; containers are removed in the background, at interpreter exit and on SIGTERM, and
+``sparring gc`` removes those a killed process left behind.
+
+Example::
+
+    pool = SandboxPool("sparring-base:bookworm", size=2)
+    box = pool.acquire()
+    result = box.exec("python3 -c 'print(6 * 7)'")
+    assert result.ok and result.stdout == "42\\n"
+    pool.release(box)
+    pool.close()
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import posixpath
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sparring import SparringError
+from sparring.envs.swe.docker_engine import docker_client
+from sparring.envs.swe.sandbox_cleanup import (
+    LABEL,
+    OWNER_LABEL,
+    GarbageReport,
+    collect_garbage,
+    install_exit_hooks,
+    owner_id,
+    reaper,
+)
+
+__all__ = [
+    "DEFAULT_USER",
+    "ExecResult",
+    "GarbageReport",
+    "Sandbox",
+    "SandboxLimits",
+    "SandboxPool",
+    "collect_garbage",
+    "docker_client",
+]
+
+#: The account commands run as unless the harness asks for root.
+DEFAULT_USER = "sparring"
+#: Capabilities kept for the command server and root harness commands (chown, read any file,
+#: switch to the sandbox user, kill its processes); the sandbox user's processes get none.
+HARNESS_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"]
+#: Seconds the host waits beyond a command's own timeout before it gives the container up.
+REPLY_GRACE_S = 30.0
+#: Seconds a file or archive transfer may take.
+FILE_OP_TIMEOUT_S = 300.0
+#: Seconds a new container may take to answer its first request.
+START_TIMEOUT_S = 60.0
+
+
+@dataclass
+class SandboxLimits:
+    """Resource limits of one sandbox.
+
+    Attributes:
+        memory: Memory limit in Docker's syntax ("2g", "512m"); swap is not allowed on top.
+        cpus: CPUs the container may use.
+        pids: Most processes and threads alive at once (stops fork bombs).
+        exec_timeout: Default seconds a command may run before its process group is killed.
+        output_cap: Bytes kept of each of stdout and stderr (the first and last halves).
+        file_size: Largest file a process may write, in bytes.
+    """
+
+    memory: str = "2g"
+    cpus: float = 1.0
+    pids: int = 256
+    exec_timeout: float = 60.0
+    output_cap: int = 16 * 1024
+    file_size: int = 1 << 30
+
+
+@dataclass
+class ExecResult:
+    """What one command did.
+
+    Attributes:
+        exit_code: The exit status; None when the command timed out or was killed by a signal.
+        stdout: Standard output, decoded with replacement, capped with a "[... N bytes cut ...]" marker.
+        stderr: Standard error, the same way; a line saying so is added on a timeout or OOM kill.
+        timed_out: The command ran past its timeout and its process group was killed.
+        seconds: Wall time of the command inside the container.
+        truncated_bytes: Bytes cut from stdout and stderr together.
+        oom_killed: The kernel killed a process of the container for exceeding the memory limit.
+        signal: The signal that killed the command's shell, if one did.
+    """
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    seconds: float = 0.0
+    truncated_bytes: int = 0
+    oom_killed: bool = False
+    signal: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        """The command exited with status 0 within its timeout."""
+        return self.exit_code == 0 and not self.timed_out
+
+    @property
+    def output(self) -> str:
+        """Stdout followed by stderr, as an agent's observation shows them."""
+        return self.stdout + self.stderr
+
+
+class _Channel:
+    """The attach socket of a container: newline-framed JSON requests in, Docker's stream frames out."""
+
+    def __init__(self, attached: Any):
+        self._keep = attached  # docker-py's wrapper; keeps the HTTP response (and TLS) alive
+        self._sock = getattr(attached, "_sock", attached)
+        self._frames = bytearray()  # bytes received, not yet split into Docker frames
+        self._stdout = bytearray()  # the server's stdout, not yet split into lines
+        self._scanned = 0  # bytes of _stdout already known to hold no newline
+        self.stderr = bytearray()  # the last bytes the server wrote to stderr (a crash's traceback)
+
+    def send(self, request: dict[str, Any]) -> None:
+        self._sock.settimeout(REPLY_GRACE_S)
+        self._sock.sendall(json.dumps(request).encode() + b"\n")
+
+    def receive(self, deadline: float) -> dict[str, Any]:
+        while True:
+            newline = self._stdout.find(b"\n", self._scanned)
+            if newline >= 0:
+                line = bytes(self._stdout[:newline])
+                del self._stdout[: newline + 1]
+                self._scanned = 0
+                return json.loads(line)
+            self._scanned = len(self._stdout)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("no answer in time")
+            self._sock.settimeout(remaining)
+            data = self._sock.recv(1 << 20)
+            if not data:
+                raise EOFError("the command server closed its output")
+            self._frames += data
+            self._split_frames()
+
+    def _split_frames(self) -> None:
+        while len(self._frames) >= 8:
+            size = int.from_bytes(self._frames[4:8], "big")
+            if len(self._frames) < 8 + size:
+                return
+            stream, payload = self._frames[0], self._frames[8 : 8 + size]
+            del self._frames[: 8 + size]
+            if stream == 1:
+                self._stdout += payload
+            else:
+                self.stderr = (self.stderr + payload)[-4096:]
+
+    def close(self) -> None:
+        for thing in (self._sock, self._keep):
+            try:
+                thing.close()
+            except Exception:
+                pass
+
+
+def _server_command() -> list[str]:
+    from sparring.envs.swe.base_image import containers_dir
+
+    global _SERVER_SOURCE
+    if _SERVER_SOURCE is None:
+        _SERVER_SOURCE = (containers_dir() / "cmdserver.py").read_text()
+    return ["/usr/bin/python3", "-I", "-S", "-c", _SERVER_SOURCE]
+
+
+_SERVER_SOURCE: str | None = None
+
+
+class Sandbox:
+    """One running container and its command server; made by :meth:`create` or a :class:`SandboxPool`.
+
+    Attributes:
+        id: The container id.
+        image: The image it runs.
+        limits: Its resource limits.
+    """
+
+    def __init__(self, container_id: str, image: str, limits: SandboxLimits, channel: _Channel):
+        """Wrap a started container whose command server answers on ``channel`` (use :meth:`create`)."""
+        self.id = container_id
+        self.image = image
+        self.limits = limits
+        self._channel = channel
+        self._lock = threading.Lock()
+        self._closed = False
+        self._broken: str | None = None
+
+    @classmethod
+    def create(cls, image: str, limits: SandboxLimits | None = None, labels: dict[str, str] | None = None) -> Sandbox:
+        """Create and start a container of ``image`` and wait until its command server answers.
+
+        Raises:
+            SparringError: The engine is not running, the image is missing, or the container failed to start.
+        """
+        import docker
+        from docker.types import LogConfig, Ulimit
+
+        limits = limits or SandboxLimits()
+        install_exit_hooks()
+        api = docker_client().api
+        host_config = api.create_host_config(
+            network_mode="none",
+            mem_limit=limits.memory,
+            memswap_limit=limits.memory,
+            nano_cpus=int(limits.cpus * 1e9),
+            pids_limit=limits.pids,
+            init=True,
+            cap_drop=["ALL"],
+            cap_add=HARNESS_CAPS,
+            security_opt=["no-new-privileges"],
+            ulimits=[Ulimit(name="fsize", soft=limits.file_size, hard=limits.file_size)],
+            log_config=LogConfig(type="none"),  # stdout is the protocol; logging it would cost disk and time
+        )
+        all_labels = {**(labels or {}), LABEL: "1", OWNER_LABEL: owner_id()}
+        try:
+            created = api.create_container(
+                image, command=_server_command(), stdin_open=True, user="0", labels=all_labels, host_config=host_config
+            )
+        except docker.errors.ImageNotFound:
+            raise SparringError(
+                f"image {image} is not there; build it (`sparring build base` for the base image)."
+            ) from None
+        container_id = created["Id"]
+        reaper().track(container_id)
+        try:
+            channel = _Channel(
+                api.attach_socket(container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+            )
+            api.start(container_id)
+            sandbox = cls(container_id, image, limits, channel)
+            sandbox._call({"op": "ping"}, START_TIMEOUT_S)
+        except Exception as e:
+            reaper().remove(container_id)
+            if isinstance(e, SparringError):
+                raise
+            raise SparringError(f"a sandbox of {image} did not start ({e}); check the image and the engine.") from None
+        return sandbox
+
+    def exec(
+        self,
+        command: str,
+        *,
+        timeout: float | None = None,
+        workdir: str = "/repo",
+        env: dict[str, str] | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        """Run ``bash -c command`` in the container.
+
+        Args:
+            command: A bash command line (pipes, redirections and ``&&`` work).
+            timeout: Seconds before the command's whole process group is killed (default: the limits').
+            workdir: Working directory.
+            env: Variables added to the image's environment.
+            user: Account to run as; None is the non-root sandbox user, "root" is for the trusted harness.
+
+        Returns:
+            The result; a dead or unresponsive container gives a failed result saying so, not an exception.
+        """
+        timeout = self.limits.exec_timeout if timeout is None else float(timeout)
+        request = {"op": "exec", "cmd": command, "user": user or DEFAULT_USER, "cwd": workdir,
+                   "env": dict(env or {}), "timeout": timeout, "cap": self.limits.output_cap}  # fmt: skip
+        try:
+            reply = self._call(request, timeout + REPLY_GRACE_S)
+        except SparringError as e:
+            return ExecResult(exit_code=None, stdout="", stderr=f"[sparring: {e}]\n")
+        stdout, cut_out = _decode(reply["out"])
+        stderr, cut_err = _decode(reply["err"])
+        if reply["timed_out"]:
+            stderr += f"\n[sparring: the command timed out after {timeout:g} s and its processes were killed]\n"
+        elif reply["oom"]:
+            stderr += f"\n[sparring: a process was killed for exceeding the memory limit ({self.limits.memory})]\n"
+        return ExecResult(
+            exit_code=None if reply["timed_out"] else reply["exit"],
+            stdout=stdout,
+            stderr=stderr,
+            timed_out=reply["timed_out"],
+            seconds=reply["seconds"],
+            truncated_bytes=cut_out + cut_err,
+            oom_killed=reply["oom"],
+            signal=reply["signal"],
+        )
+
+    def put_file(self, path: str, data: bytes | str, mode: int = 0o644, user: str | None = None) -> None:
+        """Write a file (parents are created), owned by ``user`` (default: the sandbox user).
+
+        A symbolic link at ``path`` is replaced, never written through.
+        """
+        raw = data.encode() if isinstance(data, str) else data
+        self._call({"op": "write", "path": self._abs(path), "data": base64.b64encode(raw).decode(), "mode": mode,
+                    "user": user or DEFAULT_USER})  # fmt: skip
+
+    def get_file(self, path: str) -> bytes:
+        """The bytes of a file in the container.
+
+        Raises:
+            FileNotFoundError: There is no such file.
+        """
+        return base64.b64decode(self._call({"op": "read", "path": self._abs(path)})["data"])
+
+    def put_archive(self, dest: str, tar_bytes: bytes, user: str | None = None) -> None:
+        """Extract a tar into folder ``dest`` (created if missing), like ``docker cp``.
+
+        Args:
+            dest: Folder in the container.
+            tar_bytes: The tar archive.
+            user: Owner of what is extracted; None keeps the owners recorded in the tar (usually root).
+        """
+        self._call(
+            {"op": "put_tar", "dest": self._abs(dest), "data": base64.b64encode(tar_bytes).decode(), "user": user}
+        )
+
+    def get_archive(self, path: str) -> bytes:
+        """A tar of ``path`` (file or folder) whose top entry is its base name, like ``docker cp``.
+
+        Raises:
+            FileNotFoundError: There is no such path.
+        """
+        return base64.b64decode(self._call({"op": "get_tar", "path": self._abs(path)})["data"])
+
+    def close(self) -> None:
+        """Stop using the container; it is removed in the background (idempotent)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._channel.close()
+        reaper().remove(self.id)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Sandbox({self.id[:12]}, {self.image})"
+
+    @staticmethod
+    def _abs(path: str) -> str:
+        return path if path.startswith("/") else posixpath.join("/repo", path)
+
+    def _call(self, request: dict[str, Any], seconds: float = FILE_OP_TIMEOUT_S) -> dict[str, Any]:
+        with self._lock:
+            if self._closed:
+                raise SparringError(f"sandbox {self.id[:12]} is closed; acquire a new one.")
+            if self._broken:
+                raise SparringError(self._broken)
+            try:
+                self._channel.send(request)
+                reply = self._channel.receive(time.monotonic() + seconds)
+            except (OSError, EOFError, ValueError) as e:
+                why = "did not answer in time" if isinstance(e, TimeoutError) else f"stopped ({e})"
+                crash = self._channel.stderr.decode(errors="replace").strip().splitlines()[-1:]
+                self._broken = f"sandbox {self.id[:12]} {why}{': ' + crash[0] if crash else ''}; reset the episode"
+                raise SparringError(self._broken) from None
+        if "error" in reply:
+            _raise_remote(reply, request)
+        return reply
+
+
+def _decode(part: dict[str, Any]) -> tuple[str, int]:
+    """Text of a capped stream and how many bytes were cut from its middle."""
+    head, tail = base64.b64decode(part["head"]), base64.b64decode(part["tail"])
+    cut = part["total"] - len(head) - len(tail)
+    if cut <= 0:
+        return (head + tail).decode(errors="replace"), 0
+    marker = f"\n[... {cut} bytes cut ...]\n"
+    return head.decode(errors="replace") + marker + tail.decode(errors="replace"), cut
+
+
+_REMOTE_ERRORS: dict[str, type[OSError]] = {
+    "FileNotFoundError": FileNotFoundError,
+    "IsADirectoryError": IsADirectoryError,
+    "NotADirectoryError": NotADirectoryError,
+    "PermissionError": PermissionError,
+    "FileExistsError": FileExistsError,
+}
+
+
+def _raise_remote(reply: dict[str, Any], request: dict[str, Any]) -> None:
+    error = _REMOTE_ERRORS.get(reply["error"])
+    if error is not None:
+        raise error(reply["message"])
+    if reply["error"] == "KeyError" and "getpwnam" in reply["message"]:
+        raise SparringError(
+            f"the sandbox image has no user {request.get('user')!r}; use an image built on the base image."
+        )
+    raise SparringError(f"sandbox {request['op']} failed: {reply['error']}: {reply['message']}")
+
+
+class SandboxPool:
+    """Containers of one image, started in the background so :meth:`acquire` rarely waits.
+
+    Every container handed out is fresh; :meth:`release` (or the sandbox's ``close``) removes it in
+    the background while the pool starts a replacement.
+    """
+
+    def __init__(
+        self,
+        image: str,
+        size: int = 2,
+        limits: SandboxLimits | None = None,
+        labels: dict[str, str] | None = None,
+        workers: int | None = None,
+    ):
+        """Start filling the pool.
+
+        Args:
+            image: Image of every container.
+            size: Containers kept ready (or starting).
+            limits: Their limits (defaults: :class:`SandboxLimits`).
+            labels: Extra labels.
+            workers: Containers started at once (default: ``min(size, 2)``).
+        """
+        if size < 1:
+            raise SparringError(f"a sandbox pool needs size >= 1, got {size}.")
+        self.image = image
+        self.size = size
+        self.limits = limits or SandboxLimits()
+        self.labels = dict(labels or {})
+        install_exit_hooks()
+        self._ready: queue.Queue[Sandbox] = queue.Queue()
+        self._slots = threading.Semaphore(size)
+        self._closed = threading.Event()
+        self._error: Exception | None = None
+        self._threads = [
+            threading.Thread(target=self._fill, name=f"sparring-pool-{i}", daemon=True)
+            for i in range(workers or min(size, 2))
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _fill(self) -> None:
+        while not self._closed.is_set():
+            if not self._slots.acquire(timeout=0.5):
+                continue
+            try:
+                sandbox = Sandbox.create(self.image, self.limits, self.labels)
+            except Exception as e:
+                self._error = e
+                self._slots.release()
+                self._closed.wait(1.0)
+                continue
+            self._error = None
+            self._ready.put(sandbox)
+            if self._closed.is_set():
+                self.close()  # closed while this one was starting: remove it too
+                return
+
+    def acquire(self, timeout: float = START_TIMEOUT_S) -> Sandbox:
+        """A fresh started container (a ready one if there is one); the caller releases or closes it.
+
+        Raises:
+            SparringError: The pool is closed, or no container could be started (the reason is given).
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._closed.is_set():
+                raise SparringError("the sandbox pool is closed.")
+            try:
+                sandbox = self._ready.get(timeout=0.1)
+            except queue.Empty:
+                if self._error is not None:
+                    raise SparringError(str(self._error)) from None
+                if time.monotonic() > deadline:
+                    raise SparringError(f"no sandbox of {self.image} started within {timeout:.0f} s.") from None
+                continue
+            self._slots.release()
+            return sandbox
+
+    @property
+    def ready(self) -> int:
+        """Containers started and waiting to be acquired."""
+        return self._ready.qsize()
+
+    def wait_ready(self, count: int | None = None, timeout: float = START_TIMEOUT_S) -> bool:
+        """Wait until ``count`` (default: the pool's size) containers are ready; False on timeout."""
+        deadline = time.monotonic() + timeout
+        while self.ready < min(count or self.size, self.size):
+            if time.monotonic() > deadline or self._closed.is_set():
+                return False
+            time.sleep(0.01)
+        return True
+
+    def release(self, sandbox: Sandbox) -> None:
+        """Give a container back: it is removed in the background (each episode gets a fresh one)."""
+        sandbox.close()
+
+    def close(self) -> None:
+        """Stop filling and remove the ready containers (idempotent)."""
+        self._closed.set()
+        while True:
+            try:
+                self._ready.get_nowait().close()
+            except queue.Empty:
+                break
+
+    def __enter__(self) -> SandboxPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

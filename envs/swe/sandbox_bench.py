@@ -1,0 +1,106 @@
+"""``sparring bench sandbox``: what a command and a reset cost, against plain Docker, in one run.
+
+Figures (milliseconds are medians):
+
+- ``exec_p50_ms``: ``true`` through :meth:`Sandbox.exec` (the command server).
+- ``exec_p50_ms_docker_py``: docker-py ``exec_run("true")`` in the same container.
+- ``exec_p50_ms_docker_cli``: ``docker exec ID true`` in the same container.
+- ``reset_p50_ms``: an episode's reset with a warm pool (release the old container, acquire a new one).
+- ``cold_start_p50_ms``: what a reset costs without a pool: create, start, first command, remove.
+- ``containers_per_s``: containers a pool hands out per second when drained continuously.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+
+from sparring.envs.swe.base_image import BASE_IMAGE, base_image_status
+from sparring.envs.swe.docker_engine import docker_client
+from sparring.envs.swe.sandbox import Sandbox, SandboxPool
+from sparring.envs.swe.sandbox_cleanup import reaper
+
+
+def _p50_ms(action: Callable[[], object], rounds: int) -> float:
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - t0)
+    return round(statistics.median(times) * 1000, 2)
+
+
+def _cold_start(image: str) -> None:
+    box = Sandbox.create(image)
+    box.exec("true")
+    box.close()
+    reaper().wait()
+
+
+def _reset_p50_ms(image: str, rounds: int) -> float:
+    times = []
+    with SandboxPool(image, size=2) as pool:
+        box = pool.acquire()
+        for _ in range(rounds):
+            pool.wait_ready(1)  # an episode lasts longer than a container start
+            t0 = time.perf_counter()
+            pool.release(box)
+            box = pool.acquire()
+            times.append(time.perf_counter() - t0)
+            box.exec("true")
+        pool.release(box)
+    reaper().wait()
+    return round(statistics.median(times) * 1000, 2)
+
+
+def _containers_per_s(image: str, count: int) -> float:
+    with SandboxPool(image, size=2) as pool:
+        t0 = time.perf_counter()
+        for _ in range(count):
+            pool.release(pool.acquire())
+        elapsed = time.perf_counter() - t0
+    reaper().wait()
+    return round(count / elapsed, 2)
+
+
+def run_sandbox_bench(rounds: int = 50, image: str = BASE_IMAGE) -> dict[str, object]:
+    """Measure every figure in one run and return them as one JSON-ready dict."""
+    from sparring import SparringError
+
+    ok, detail = base_image_status()
+    if image == BASE_IMAGE and not ok:
+        raise SparringError(f"the base image is needed ({detail}); run `sparring build base`.")
+    client = docker_client()
+    box = Sandbox.create(image)
+    try:
+        box.exec("true")
+        container = client.containers.get(box.id)
+        exec_p50 = _p50_ms(lambda: box.exec("true"), rounds)
+        docker_py = _p50_ms(lambda: container.exec_run(["true"]), rounds)
+        docker_cli = _p50_ms(lambda: subprocess.run(["docker", "exec", box.id, "true"], check=True), min(rounds, 20))
+    finally:
+        box.close()
+    cold = _p50_ms(lambda: _cold_start(image), max(5, rounds // 5))
+    reset = _reset_p50_ms(image, max(5, rounds // 2))
+    per_s = _containers_per_s(image, max(10, rounds // 2))
+    return {
+        "bench": "sandbox",
+        "image": image,
+        "rounds": rounds,
+        "exec_p50_ms": exec_p50,
+        "exec_p50_ms_docker_py": docker_py,
+        "exec_p50_ms_docker_cli": docker_cli,
+        "exec_vs_docker_py": round(exec_p50 / docker_py, 3),
+        "reset_p50_ms": reset,
+        "cold_start_p50_ms": cold,
+        "reset_vs_cold_start": round(reset / cold, 3),
+        "containers_per_s": per_s,
+        "cpus": os.cpu_count(),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+        "docker": client.version().get("Version"),
+        "python": platform.python_version(),
+    }

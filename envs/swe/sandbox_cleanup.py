@@ -1,0 +1,210 @@
+"""Removing sandbox containers: in the background, at exit, on SIGTERM, and after a crash (``sparring gc``).
+
+Every container the sandbox creates carries ``sparring=1`` and ``sparring.owner=HOST:PID:START``
+(the owning process's start time, so a reused pid is not mistaken for the owner). A process
+removes its own containers in the background as they are closed, and all that remain when the
+interpreter exits or receives SIGTERM (SIGINT ends the program through ``KeyboardInterrupt``, so
+the exit hook covers it). A process killed with SIGKILL cannot clean up: :func:`collect_garbage`
+removes the containers and networks whose owner is gone.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import socket
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from sparring.envs.swe.docker_engine import docker_client
+
+#: Label on everything the project creates at run time (images excepted).
+LABEL = "sparring"
+#: Label naming the owning process, ``HOST:PID:START``.
+OWNER_LABEL = "sparring.owner"
+
+
+def _start_time(pid: int) -> str | None:
+    """The start time of process ``pid`` in clock ticks since boot, None if it does not exist."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def owner_id(pid: int | None = None) -> str:
+    """``HOST:PID:START`` of a process (default: this one)."""
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}:{pid}:{_start_time(pid) or '?'}"
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether the process an owner label names still runs (owners on other hosts count as alive)."""
+    try:
+        host, pid, start = owner.rsplit(":", 2)
+    except ValueError:
+        return False
+    if host != socket.gethostname():
+        return True
+    return pid.isdigit() and _start_time(int(pid)) == start
+
+
+class Reaper:
+    """Removes this process's containers: on request in the background, and all of them at exit."""
+
+    def __init__(self) -> None:
+        """An empty set of live containers."""
+        self._live: set[str] = set()
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._pending: set[Future[None]] = set()
+
+    def track(self, container_id: str) -> None:
+        """Remember a container this process created."""
+        with self._lock:
+            self._live.add(container_id)
+
+    def remove(self, container_id: str) -> None:
+        """Remove a container in the background (force: it may still run)."""
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="sparring-remove")
+            try:
+                future = self._executor.submit(self.remove_now, container_id)
+            except RuntimeError:  # the interpreter is shutting down: do it here
+                shutting_down = True
+            else:
+                shutting_down = False
+                self._pending.add(future)
+                future.add_done_callback(self._pending.discard)
+        if shutting_down:
+            self.remove_now(container_id)
+
+    def remove_now(self, container_id: str) -> None:
+        """Remove a container and wait for it (an already removed one is fine)."""
+        try:
+            docker_client().api.remove_container(container_id, force=True)
+        except Exception as e:  # NotFound, or removal already in progress
+            if "No such container" not in str(e) and "already in progress" not in str(e):
+                raise
+        with self._lock:
+            self._live.discard(container_id)
+
+    def wait(self) -> None:
+        """Wait for the background removals requested so far."""
+        with self._lock:
+            pending = list(self._pending)
+        for future in pending:
+            future.exception()
+
+    @property
+    def live(self) -> set[str]:
+        """Ids of the containers created and not yet removed."""
+        with self._lock:
+            return set(self._live)
+
+    def remove_all(self) -> None:
+        """Remove every container this process owns: those tracked and any other with its owner label."""
+        try:
+            client = docker_client(timeout=30)
+            listed = client.api.containers(all=True, filters={"label": f"{OWNER_LABEL}={owner_id()}"})
+        except Exception:
+            listed = []
+        ids = self.live | {c["Id"] for c in listed}
+        threads = [threading.Thread(target=self._quietly, args=(cid,)) for cid in ids]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+
+    def _quietly(self, container_id: str) -> None:
+        try:
+            self.remove_now(container_id)
+        except Exception:
+            pass
+
+
+_REAPER = Reaper()
+_HOOKS: dict[str, Any] = {}
+
+
+def reaper() -> Reaper:
+    """The process-wide :class:`Reaper`."""
+    return _REAPER
+
+
+def install_exit_hooks() -> None:
+    """Remove this process's containers at interpreter exit and on SIGTERM (idempotent).
+
+    The SIGTERM handler removes the containers, then hands the signal to the handler that was
+    there before (the default one terminates the process). Signal handlers can only be set from
+    the main thread; elsewhere only the exit hook is installed until the main thread calls this.
+    """
+    if "atexit" not in _HOOKS:
+        _HOOKS["atexit"] = True
+        atexit.register(_REAPER.remove_all)
+    if "sigterm" in _HOOKS or threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        _REAPER.remove_all()
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    _HOOKS["sigterm"] = on_sigterm
+
+
+@dataclass
+class GarbageReport:
+    """What :func:`collect_garbage` removed.
+
+    Attributes:
+        containers: Containers removed.
+        networks: Networks removed.
+    """
+
+    containers: int = 0
+    networks: int = 0
+
+
+def collect_garbage(all_owners: bool = False) -> GarbageReport:
+    """Remove labelled containers and networks whose owning process is gone.
+
+    Args:
+        all_owners: Remove those of live processes too (every labelled container and network).
+
+    Returns:
+        How many of each were removed.
+    """
+    import docker
+
+    api = docker_client().api
+    report = GarbageReport()
+
+    def orphaned(labels: dict[str, str] | None) -> bool:
+        return all_owners or not owner_alive((labels or {}).get(OWNER_LABEL, ""))
+
+    for c in api.containers(all=True, filters={"label": f"{LABEL}=1"}):
+        if orphaned(c.get("Labels")):
+            try:
+                api.remove_container(c["Id"], force=True)
+                report.containers += 1
+            except docker.errors.NotFound:  # removed meanwhile
+                pass
+    for n in api.networks(filters={"label": f"{LABEL}=1"}):
+        if orphaned(n.get("Labels")):
+            try:
+                api.remove_network(n["Id"])
+                report.networks += 1
+            except docker.errors.APIError:  # removed meanwhile, or still used by a live container
+                pass
+    return report
