@@ -1,0 +1,169 @@
+"""``sparring/SWERepair-v0``: the solver repairs a validated bug (DESIGN §3.2-3.3).
+
+At reset the env takes a fresh container of the bug's repository image and turns it into the
+solver's repository (original + bug + weakened tests, one fresh commit, no history). The prompt
+is a fixed template around the reversed ``test_weaken.diff``: the tests that reveal the bug. The
+solver works with ``bash``/``view``/``str_replace``/``create`` and ends with ``submit``; grading
+happens in another fresh container (see :mod:`sparring.envs.swe.grading`). Reward: +1 solved,
+−1 otherwise (:class:`~sparring.envs.swe.rewards.SWERewards`).
+
+Tasks come from ``options={"task": ...}`` (a dict from :func:`repair_task`), from the ``tasks``
+given to the constructor, or from the bug store (``sparring bugs generate``).
+
+Example::
+
+    env = gym.make("sparring/SWERepair-v0")
+    obs, info = env.reset(seed=0)
+    obs, reward, terminated, truncated, info = env.step("<bash>git status</bash>")
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from sparring import SparringError
+from sparring.envs.core import TextEnv, tool
+from sparring.envs.swe.artifact import BugArtifact, reverse_diff
+from sparring.envs.swe.grading import (
+    GradeResult,
+    SolverChanges,
+    changes_between,
+    grade_repair,
+    setup_solver_repo,
+    snapshot,
+)
+from sparring.envs.swe.pools import PoolSet
+from sparring.envs.swe.rewards import SWERewards, solver_reward
+from sparring.envs.swe.tools import SandboxTools
+
+__all__ = ["REPAIR_PROMPT", "SWERepairEnv", "repair_task"]
+
+REPAIR_PROMPT = """You are working in a Python repository at /repo (you can run its tests with pytest).
+A bug has been introduced into its code, and the tests that reveal it have been weakened. The diff
+below shows how those tests should read; it is NOT applied, and you must not apply it or edit tests:
+your task is to fix the code so that tests like these pass.
+
+```diff
+{tests_diff}```
+
+Tools: bash, view, str_replace, create, submit. Fix the bug in the code, then call submit with a
+one-line summary of your fix, e.g. <submit>fixed the off-by-one in parse()</submit>."""
+
+
+def repair_task(artifact: BugArtifact, fail_to_pass: list[str], pass_to_pass: list[str], image: str) -> dict[str, Any]:
+    """A repair task (the env's ``options["task"]`` / ``info["task"]``) for a validated bug."""
+    return {
+        "id": artifact.bug_id,
+        "repo": artifact.repo,
+        "image": image,
+        "order": artifact.order,
+        "artifact": artifact.to_dict(),
+        "fail_to_pass": list(fail_to_pass),
+        "pass_to_pass": list(pass_to_pass),
+    }
+
+
+class SWERepairEnv(SandboxTools, TextEnv):
+    """The solver role of the SWE game; see the module docstring."""
+
+    role = "solver"
+    domain = "swe"
+
+    def __init__(
+        self,
+        *,
+        max_turns: int = 30,
+        tasks: list[dict[str, Any]] | None = None,
+        split: str = "train",
+        rewards: SWERewards | None = None,
+        command_timeout: float = 120.0,
+        test_timeout: float = 300.0,
+        **kwargs: Any,
+    ):
+        """Create the env.
+
+        Args:
+            max_turns: Turn limit.
+            tasks: Repair tasks to draw from; the bug store's ``split`` when None.
+            split: Which repositories' bugs the store supplies (``train`` or ``heldout``).
+            rewards: Reward settings (SSR's defaults when None).
+            command_timeout: Seconds one ``bash`` call may run.
+            test_timeout: Seconds the test script may run when grading.
+            **kwargs: Passed to :class:`TextEnv` (``max_length``, ``render_mode``).
+        """
+        super().__init__(max_turns=max_turns, **kwargs)
+        self._tasks = tasks
+        self.split = split
+        self.rewards = rewards or SWERewards()
+        self.command_timeout = command_timeout
+        self.test_timeout = test_timeout
+        self._pools = PoolSet()
+        self._sandbox = None
+        self._start: dict[str, bytes] = {}
+        self.last_changes: SolverChanges | None = None
+        """The solver's changes at the end of the last episode (for higher-order bugs)."""
+
+    def _draw_task(self) -> dict[str, Any]:
+        if self._tasks is None:
+            from sparring.envs.swe.bugstore import load_repair_tasks
+
+            self._tasks = load_repair_tasks(split=self.split)
+        if not self._tasks:
+            raise SparringError(
+                f"no validated bugs for the {self.split} split; run `sparring bugs generate --repo NAME --n 5` first."
+            )
+        # a copy: info["task"] must not share objects between episodes (Gymnasium's checker)
+        return copy.deepcopy(self._tasks[int(self.np_random.integers(len(self._tasks)))])
+
+    def _begin(self, task: dict[str, Any]) -> str:
+        self._release()
+        self.last_changes = None
+        artifact = BugArtifact.from_dict(task["artifact"])
+        self._sandbox = self._pools.acquire(task["image"])
+        setup_solver_repo(self._sandbox, artifact)
+        self._start = snapshot(self._sandbox)
+        return REPAIR_PROMPT.format(tests_diff=reverse_diff(artifact.test_weaken_diff))
+
+    def _collect_changes(self) -> SolverChanges:
+        assert self._sandbox is not None
+        try:
+            changes = changes_between(self._start, snapshot(self._sandbox))
+        except Exception:  # the solver broke its container: nothing it did can be read back
+            changes = SolverChanges()
+        self.last_changes = changes
+        return changes
+
+    def grade(self, changes: SolverChanges) -> GradeResult:
+        """Grade ``changes`` against the current task in a fresh container."""
+        assert self._task is not None
+        task = self._task
+        return grade_repair(
+            self._pools.pool(task["image"]),
+            BugArtifact.from_dict(task["artifact"]),
+            task["fail_to_pass"] + task["pass_to_pass"],
+            changes,
+            self.test_timeout,
+        )
+
+    @tool
+    def submit(self, summary: str) -> str:
+        """Finish: your repair is graded by running the original tests.
+
+        Args:
+            summary: One line describing the fix.
+        """
+        changes = self._collect_changes()
+        result = self.grade(changes)
+        outcome = result.to_dict() | {"changed_files": changes.paths, "summary": summary}
+        self._finish(outcome, solver_reward(result.solved, self.rewards))
+        self._release()
+        verdict = "solved: every test passes" if result.solved else "not solved"
+        return f"Submitted; graded {verdict}."
+
+    def _on_turn_limit(self) -> tuple[dict[str, Any], float]:
+        changes = self._collect_changes() if self._sandbox is not None else SolverChanges()
+        self._release()
+        return {"solved": False, "status": "turn_limit", "changed_files": changes.paths}, solver_reward(
+            False, self.rewards
+        )

@@ -1,0 +1,142 @@
+"""The repair env on the real inflection image: solver repository, grading, adversaries, check_env."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from sparring.envs.swe.artifact import reverse_diff
+from sparring.envs.swe.repair_env import SWERepairEnv, repair_task
+from sparring.envs.swe.validation import validate_artifact
+from tests.envs.swe.bugs import BUGGY_LINE, ORIGINAL_LINE, SOURCE, TESTS, files, good_artifact, pool  # noqa: F401
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(600)]
+
+
+@pytest.fixture(scope="module")
+def task(pool: Any, files: dict[str, str]) -> dict[str, Any]:  # noqa: F811
+    art = good_artifact(files)
+    result = validate_artifact(art, pool.image, pool)
+    assert result.valid
+    return repair_task(art, result.fail_to_pass, result.pass_to_pass, pool.image)
+
+
+@pytest.fixture()
+def env(task: dict[str, Any]) -> Any:
+    e = SWERepairEnv(max_turns=8, tasks=[task])
+    yield e
+    e.close()
+
+
+def _call(name: str, **arguments: Any) -> str:
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+
+def test_solver_repository_has_no_history_of_the_fix(env: Any, task: dict[str, Any]) -> None:
+    obs, info = env.reset(seed=0)
+    assert info["role"] == "solver" and info["task"]["id"] == task["id"]
+    assert {t["function"]["name"] for t in info["tools"]} == {"bash", "view", "str_replace", "create", "submit"}
+    assert "test_ordinal" in obs and reverse_diff(task["artifact"]["test_weaken_diff"]) in obs
+    assert ORIGINAL_LINE not in obs  # the prompt shows the tests, never the fix
+    box = env._sandbox
+    log = box.exec("git log --all --oneline | wc -l; git tag | wc -l; git reflog | wc -l; git stash list | wc -l")
+    assert log.stdout.split() == ["1", "0", "1", "0"], log
+    assert box.exec("test -e .git/ORIG_HEAD || test -e .git/packed-refs").exit_code == 1
+    assert box.exec(f"grep -qF '{BUGGY_LINE}' {SOURCE}").ok
+    # the fixed line is nowhere: not in the tree, not in any git object, not in the artifact's folder
+    search = "grep -rlF --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr --exclude-dir=dev"
+    found = box.exec(f"{search} '{ORIGINAL_LINE}' / 2>/dev/null", user="root", timeout=120)
+    assert found.stdout.strip() == "", found.stdout
+    objects = box.exec(f"git cat-file --batch-all-objects --batch | grep -cF '{ORIGINAL_LINE}'")
+    assert objects.stdout.strip() == "0"
+    assert box.exec("git status --porcelain").stdout == ""
+    # the weakened tests pass in the solver's repository: the bug is hidden
+    assert box.exec(f"python -m pytest -q -p no:cacheprovider {TESTS} -k ordinal", timeout=120).ok
+
+
+def test_reverse_of_the_bug_is_solved(env: Any) -> None:
+    env.reset(seed=0)
+    obs, *_ = env.step(_call("str_replace", path=SOURCE, old_str=BUGGY_LINE, new_str=ORIGINAL_LINE))
+    assert "Edited /repo/inflection/__init__.py" in obs and obs.endswith("[7 turns left]")
+    obs, reward, terminated, truncated, info = env.step("<submit>restored 13 in the teen check</submit>")
+    assert terminated and not truncated
+    assert info["outcome"]["solved"], info["outcome"]
+    assert reward == 1.0 == env.get_reward()
+    assert info["outcome"]["changed_files"] == [SOURCE]
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        f"rm {TESTS}",  # delete the failing tests
+        f"printf 'def test_ok():\\n    pass\\n' > {TESTS}",  # rewrite them
+        "printf 'import sys\\nsys.exit(0)\\n' > conftest.py",  # pytest plumbing
+        "echo 'this is not python' >> inflection/__init__.py",  # collection fails
+        "printf 'nothing.py\\n' > test_files.txt",  # edit a test_files.txt of its own
+    ],
+)
+def test_adversarial_solvers_are_not_solved(env: Any, attack: str) -> None:
+    env.reset(seed=0)
+    obs, *_ = env.step(f"<bash>{attack}</bash>")
+    assert "[exit code 0]" in obs
+    _, reward, terminated, _, info = env.step("<submit>all tests pass now</submit>")
+    assert terminated and reward == -1.0
+    outcome = info["outcome"]
+    assert not outcome["solved"]
+    assert outcome["missing"] or outcome["failing"] or outcome["error"]
+
+
+def test_collection_failure_reports_missing_tests(env: Any) -> None:
+    env.reset(seed=0)
+    env.step("<bash>echo 'syntax error here' >> inflection/__init__.py</bash>")
+    _, _, _, _, info = env.step("<submit>done</submit>")
+    assert not info["outcome"]["solved"] and info["outcome"]["missing"]
+
+
+def test_malformed_and_unknown_calls_are_observations(env: Any) -> None:
+    env.reset(seed=0)
+    obs, reward, terminated, _, info = env.step('<tool_call>{"name": "bash", "arguments": </tool_call>')
+    assert "not valid JSON" in obs and "<bash>" in obs and not terminated and reward == 0.0
+    obs, *_ = env.step("<rm_rf>/</rm_rf>")
+    assert "unknown tool 'rm_rf'" in obs
+    obs, *_ = env.step(_call("str_replace", path=SOURCE, old_str="no such text", new_str="x"))
+    assert "was not found" in obs
+    obs, *_ = env.step(_call("str_replace", path=SOURCE, old_str="return", new_str="x"))
+    assert "occurs" in obs and "include more context" in obs
+    obs, *_ = env.step(_call("view", path=SOURCE, start_line=226, num_lines=2))
+    assert "226\t" in obs and BUGGY_LINE in obs
+    obs, *_ = env.step(_call("view", path="no/such/file.py"))
+    assert "does not exist" in obs
+    obs, _, _, truncated, info = env.step("<bash>sleep 0</bash>")
+    assert not truncated and "[exit code 0]" in obs
+    _, reward, _, truncated, info = env.step("just talking")
+    assert truncated and info["outcome"]["status"] == "turn_limit" and reward == -1.0
+
+
+def test_turn_limit_keeps_the_changes_for_higher_order_bugs(env: Any, pool: Any, task: dict[str, Any]) -> None:  # noqa: F811
+    from sparring.envs.swe.grading import higher_order_task
+
+    env.reset(seed=0)
+    # a failed repair: it changes the teen check again, wrongly (12 is now missing too)
+    env.step(_call("str_replace", path=SOURCE, old_str=BUGGY_LINE, new_str="if number % 100 in (11,):"))
+    for _ in range(env.max_turns - 1):
+        *_, truncated, info = env.step("<bash>true</bash>")
+    assert truncated and env.last_changes is not None and env.last_changes.paths == [SOURCE]
+    order2 = higher_order_task(pool, task, env.last_changes)
+    assert order2 is not None
+    assert order2["order"] == 2 and order2["artifact"]["meta"]["parent"] == task["id"]
+    assert "in (11,):" in order2["artifact"]["bug_inject_diff"]
+    assert set(task["fail_to_pass"]) < set(order2["fail_to_pass"])  # 12 now fails as well
+
+
+def test_check_env_with_a_real_container(task: dict[str, Any]) -> None:
+    env = gym.make("sparring/SWERepair-v0", tasks=[task], max_turns=4)
+    try:
+        check_env(env.unwrapped, skip_render_check=True)
+    finally:
+        env.close()
+    env.close()  # idempotent
