@@ -48,7 +48,7 @@ def test_solver_repository_has_no_history_of_the_fix(env: Any, task: dict[str, A
     assert box.exec("test -e .git/ORIG_HEAD || test -e .git/packed-refs").exit_code == 1
     assert box.exec(f"grep -qF '{BUGGY_LINE}' {SOURCE}").ok
     # the fixed line is nowhere: not in the tree, not in any git object, not in the artifact's folder
-    search = "grep -rlF --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr --exclude-dir=dev"
+    search = "grep -rlF --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev"
     found = box.exec(f"{search} '{ORIGINAL_LINE}' / 2>/dev/null", user="root", timeout=120)
     assert found.stdout.strip() == "", found.stdout
     objects = box.exec(f"git cat-file --batch-all-objects --batch | grep -cF '{ORIGINAL_LINE}'")
