@@ -27,8 +27,8 @@ def env(pool: Any) -> Any:  # noqa: F811
     e.close()
 
 
-def _write_artifact(env: Any, files: dict[str, str]) -> None:
-    for name, text in files.items():
+def _write_artifact(env: Any, artifact_files: dict[str, str]) -> None:
+    for name, text in artifact_files.items():
         obs, _, terminated, *_ = env.step(_create(f"/tmp/bug/{name}", text))
         assert obs.startswith("Wrote /tmp/bug/") and not terminated
 
