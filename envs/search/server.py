@@ -19,8 +19,8 @@ __all__ = ["create_app", "serve"]
 MAX_TOPK = 100
 
 
-def create_app(retriever: Retriever, name: str = "") -> Any:
-    """A FastAPI app serving ``retriever``."""
+def create_app(retriever: Retriever, name: str = "", default_topk: int = 3) -> Any:
+    """A FastAPI app serving ``retriever``; ``default_topk`` answers requests without ``topk``."""
     try:
         from fastapi import FastAPI, HTTPException
         from pydantic import BaseModel, Field
@@ -29,14 +29,14 @@ def create_app(retriever: Retriever, name: str = "") -> Any:
 
     class RetrieveRequest(BaseModel):
         queries: list[str]
-        topk: int = Field(default=3, ge=1, le=MAX_TOPK)
+        topk: int | None = Field(default=None, ge=1, le=MAX_TOPK)
         return_scores: bool = False
 
     app = FastAPI(title="sparring retrieval", version="1")
 
     def retrieve(request: RetrieveRequest) -> dict[str, Any]:
         try:
-            rows = retriever.retrieve(request.queries, request.topk)
+            rows = retriever.retrieve(request.queries, request.topk or default_topk)
         except SparringError as e:
             raise HTTPException(status_code=400, detail=str(e)) from None
         result: list[list[dict[str, Any]]] = []

@@ -168,3 +168,14 @@ def test_a_malformed_action_is_an_observation_and_the_turn_counts(corpus: Corpus
     assert "no tool call" in obs and "<answer>...</answer>" in obs and info["turn"] == 1
     obs, reward, terminated, truncated, info = env.step("<search></search>")
     assert truncated and info["outcome"]["status"] == "turn_limit" and reward == 0.0
+
+
+def test_the_solver_works_through_the_trl_adapter(corpus: Corpus):
+    from sparring.envs.trl import trl_environment_factory
+
+    env = trl_environment_factory("sparring/SearchAnswer-v0")()
+    task = {"id": "q1", "question": "Which chemical element has the symbol Fe?", "answers": ["iron"]}
+    assert task["question"] in env.reset(task=task)
+    assert env.search("element symbol Fe").startswith("<information>")
+    env.answer("Iron")
+    assert env.get_reward() == 1.0

@@ -58,6 +58,8 @@ def test_the_protocol_is_search_r1(server_url: str):
     item = scored.json()["result"][0][0]
     assert item["document"]["id"] == "foldoc:daemon" and item["score"] > 0
     assert httpx.post(f"{server_url}/retrieve", json={"queries": ["x"], "topk": 0}).status_code == 422
+    default = httpx.post(f"{server_url}/retrieve", json={"queries": ["daemon"], "topk": None}).json()
+    assert len(default["result"][0]) == 3  # Search-R1 clients may leave topk to the server
 
 
 def test_a_dead_server_is_a_clear_error_after_the_retries():
