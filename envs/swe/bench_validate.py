@@ -1,0 +1,58 @@
+"""``sparring bench validate``: how fast procedural bugs are made and validated.
+
+Figures, from one run on one repository:
+
+* ``validate_seconds`` — median wall time to validate one procedural bug (all seven checks);
+* ``test_run_seconds`` — median time of one run of that bug's test script on the original code;
+* ``validate_to_run_ratio`` — their ratio, per bug, median (target ≤ 3);
+* ``bugs_per_minute`` — validated procedural bugs added per minute of :func:`generate_bugs`
+  (mutation, whole-suite run on the mutant, weakening, validation; the one baseline run included).
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+from sparring import SparringError
+from sparring.envs.swe.artifact import BugArtifact
+from sparring.envs.swe.bugstore import available_repos, generate_bugs
+from sparring.envs.swe.pools import PoolSet
+from sparring.envs.swe.runs import ORIGINAL, run_state
+
+__all__ = ["bench_validate"]
+
+
+def bench_validate(repo: str | None = None, n: int = 4, seed: int = 0) -> dict[str, Any]:
+    """Generate ``n`` procedural bugs in ``repo`` (the first built train repository when None) and time them."""
+    specs = available_repos("train", [repo] if repo else None)
+    if not specs:
+        raise SparringError("no repository image is built; run `sparring setup --for test` first.")
+    spec = specs[0]
+    report = generate_bugs(spec.name, n, seed=seed)
+    if not report.saved:
+        raise SparringError(f"no procedural bug of {spec.name} validated in {report.tried} tries: {report.rejected}.")
+    pools = PoolSet()
+    ratios, runs = [], []
+    try:
+        for folder, seconds in zip(report.saved, report.valid_seconds, strict=True):
+            run = run_state(pools.pool(spec.image), BugArtifact.load(Path(folder)), ORIGINAL, 300.0)
+            runs.append(run.seconds)
+            ratios.append(seconds / run.seconds)
+    finally:
+        pools.close()
+    return {
+        "bench": "validate",
+        "machine": "cpu-2c",
+        "repo": spec.name,
+        "bugs": len(report.saved),
+        "tried": report.tried,
+        "rejected": report.rejected,
+        "validate_seconds": round(statistics.median(report.valid_seconds), 2),
+        "test_run_seconds": round(statistics.median(runs), 2),
+        "validate_to_run_ratio": round(statistics.median(ratios), 2),
+        "bugs_per_minute": round(len(report.saved) / (report.seconds / 60), 2),
+        "generate_seconds": report.seconds,
+        "baseline_suite_seconds": report.baseline_seconds,
+    }

@@ -1,0 +1,98 @@
+"""Export validated bugs as SWE-bench-style instances (JSONL and a Hugging Face dataset).
+
+One instance per stored bug, with SWE-bench's fields and a few of our own::
+
+    instance_id     "<repo>-<version>-<hash>"
+    repo            catalog name of the repository
+    version         release the image holds
+    base_commit     "" (the base state is built from the image, see below)
+    patch           the fix: the reversed bug_inject.diff
+    test_patch      the oracle tests: the reversed test_weaken.diff
+    FAIL_TO_PASS    JSON list of test ids the fix must make pass
+    PASS_TO_PASS    JSON list of test ids that must keep passing
+    image           Docker image with the original repository at /repo
+    bug_patch       bug_inject.diff, test_weaken_patch: test_weaken.diff; the task's starting
+                    state is the image's /repo with both applied (what the solver sees)
+    test_script, test_files, test_parser, problem_statement, order, origin
+
+``FAIL_TO_PASS`` and ``PASS_TO_PASS`` are JSON-encoded strings, as in SWE-bench's datasets.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sparring.envs.swe.artifact import BugArtifact, reverse_diff
+from sparring.envs.swe.repair_env import REPAIR_PROMPT
+from sparring.envs.swe.validation import ValidationResult
+
+__all__ = ["INSTANCE_FIELDS", "export_instances", "swe_instance"]
+
+#: Columns of an exported instance, in order.
+INSTANCE_FIELDS = (
+    "instance_id", "repo", "version", "base_commit", "patch", "test_patch", "FAIL_TO_PASS", "PASS_TO_PASS",
+    "image", "bug_patch", "test_weaken_patch", "test_script", "test_files", "test_parser", "problem_statement",
+    "order", "origin",
+)  # fmt: skip
+
+
+def swe_instance(artifact: BugArtifact, validation: ValidationResult, image: str) -> dict[str, Any]:
+    """One SWE-bench-style instance for a validated bug."""
+    return {
+        "instance_id": artifact.bug_id,
+        "repo": artifact.repo,
+        "version": artifact.version,
+        "base_commit": "",
+        "patch": reverse_diff(artifact.bug_inject_diff),
+        "test_patch": reverse_diff(artifact.test_weaken_diff),
+        "FAIL_TO_PASS": json.dumps(validation.fail_to_pass),
+        "PASS_TO_PASS": json.dumps(validation.pass_to_pass),
+        "image": image,
+        "bug_patch": artifact.bug_inject_diff,
+        "test_weaken_patch": artifact.test_weaken_diff,
+        "test_script": artifact.test_script,
+        "test_files": json.dumps(artifact.test_files),
+        "test_parser": artifact.test_parser or "",
+        "problem_statement": REPAIR_PROMPT.format(tests_diff=reverse_diff(artifact.test_weaken_diff)),
+        "order": artifact.order,
+        "origin": artifact.origin,
+    }
+
+
+def export_instances(out: Path, repos: list[str] | None = None, split: str = "all", hf: bool = True) -> dict[str, Any]:
+    """Write every stored valid bug as ``instances.jsonl`` and (``hf``) a ``datasets`` dataset.
+
+    Args:
+        out: Output folder (created).
+        repos: Repositories to export; every repository of ``split`` with a store when None.
+        split: Catalog split (``train``, ``heldout`` or ``all``) when ``repos`` is None.
+        hf: Also save a Hugging Face dataset with ``save_to_disk`` into ``out/dataset``.
+
+    Returns:
+        A summary: instances written, per repository, and the paths.
+    """
+    from sparring.envs.swe.bugstore import load_bugs
+    from sparring.envs.swe.repos import load_catalog
+
+    names = repos or sorted(load_catalog(split))
+    rows = [swe_instance(a, v, image) for name in names for a, v, image in load_bugs(name)]
+    out.mkdir(parents=True, exist_ok=True)
+    jsonl = out / "instances.jsonl"
+    with jsonl.open("w") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+    summary: dict[str, Any] = {"instances": len(rows), "jsonl": str(jsonl), "per_repo": {}}
+    for row in rows:
+        summary["per_repo"][row["repo"]] = summary["per_repo"].get(row["repo"], 0) + 1
+    if hf:
+        import datasets
+
+        columns = {k: [row[k] for row in rows] for k in INSTANCE_FIELDS}
+        features = datasets.Features(
+            {k: datasets.Value("int32" if k == "order" else "string") for k in INSTANCE_FIELDS}
+        )
+        datasets.Dataset.from_dict(columns, features=features).save_to_disk(str(out / "dataset"))
+        summary["dataset"] = str(out / "dataset")
+    return summary

@@ -1,0 +1,116 @@
+"""Procedural bugs into a store, the repair env drawing from it, SWE-bench export, the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from sparring.envs.swe.bugstore import weaken_tests
+
+TEST_FILE = '''import pytest
+
+
+def test_a():
+    assert 1 + 1 == 2
+
+
+class TestB:
+    @pytest.mark.parametrize("x", [1, 2])
+    def test_c(self, x):
+        """Docstring."""
+        y = x * 2
+        assert y > x
+'''
+
+
+def test_weaken_tests_replaces_bodies_of_the_named_tests_only() -> None:
+    out = weaken_tests("tests/t.py", TEST_FILE, ["tests/t.py::TestB::test_c[1]", "tests/other.py::test_a"])
+    assert "assert 1 + 1 == 2" in out and "assert y > x" not in out and "Docstring" not in out
+    assert "    def test_c(self, x):\n        pass\n" in out
+    compile(out, "t.py", "exec")
+    assert weaken_tests("tests/t.py", TEST_FILE, ["tests/t.py::test_zzz"]) == ""
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two validated procedural bugs of inflection in a private SPARRING_HOME."""
+    from tests.envs.swe.bugs import repo_image
+
+    repo_image()
+    home = tmp_path_factory.mktemp("home")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SPARRING_HOME", str(home))
+    from sparring.envs.swe.bugstore import generate_bugs
+
+    report = generate_bugs("inflection", 2, seed=1)
+    assert len(report.saved) == 2, report
+    assert report.tried >= 2 and len(report.valid_seconds) == 2
+    yield home
+    mp.undo()
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_store_feeds_the_repair_env(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPARRING_HOME", str(store))
+    from sparring.envs.swe.bugstore import load_bugs, load_repair_tasks
+    from sparring.envs.swe.repair_env import SWERepairEnv
+
+    bugs = load_bugs("inflection")
+    assert len(bugs) == 2
+    for artifact, validation, image in bugs:
+        assert artifact.origin.startswith("procedural:") and validation.valid and validation.fail_to_pass
+        assert image == "sparring-repo/inflection:0.5.1"
+    tasks = load_repair_tasks(repos=["inflection"])
+    assert {t["id"] for t in tasks} == {a.bug_id for a, _, _ in bugs}
+    env = SWERepairEnv(max_turns=3)  # no tasks given: the store supplies them
+    try:
+        _, info = env.reset(seed=0)
+        assert info["task"]["id"] in {t["id"] for t in tasks}
+        _, reward, terminated, _, info = env.step("<submit>nothing changed</submit>")
+        assert terminated and reward == -1.0 and info["outcome"]["failing"]
+    finally:
+        env.close()
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_export_swe_instances(store: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SPARRING_HOME", str(store))
+    import datasets
+
+    from sparring.cli import app
+
+    out = tmp_path / "export"
+    result = CliRunner().invoke(app, ["export", "swe-instances", "--out", str(out), "--repo", "inflection"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout.strip().splitlines()[-1])["instances"] == 2
+    rows = [json.loads(line) for line in (out / "instances.jsonl").read_text().splitlines()]
+    assert len(rows) == 2
+    for row in rows:
+        for key in ("instance_id", "repo", "version", "patch", "test_patch", "FAIL_TO_PASS", "PASS_TO_PASS", "image"):
+            assert row[key], key
+        assert json.loads(row["FAIL_TO_PASS"]) and row["image"] == "sparring-repo/inflection:0.5.1"
+        # the fix undoes the bug: its removed lines are the bug's added lines
+        assert [ln[1:] for ln in row["patch"].splitlines() if ln.startswith("-") and not ln.startswith("---")] == [
+            ln[1:] for ln in row["bug_patch"].splitlines() if ln.startswith("+") and not ln.startswith("+++")
+        ]
+    ds = datasets.load_from_disk(str(out / "dataset"))
+    assert ds.num_rows == 2 and ds[0]["instance_id"] == rows[0]["instance_id"]
+    listed = CliRunner().invoke(app, ["bugs", "list"])
+    assert "inflection: 2" in listed.stdout
+
+
+def test_cli_errors_are_one_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("SPARRING_HOME", str(tmp_path))
+    cmd = [sys.executable, "-m", "sparring.cli", "bugs", "generate", "--repo", "no-such-project", "--n", "1"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "no-such-project" in done.stderr
