@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from sparring import SparringError, sparring_home
-from sparring.envs.swe.repos import RepoHistory, RepoSpec, build_history, fetch_releases
+from sparring.envs.swe.repos import RepoHistory, RepoSpec, build_history
+from sparring.envs.swe.sdists import fetch_releases
 from sparring.envs.swe.testing import TestRun, run_tests
 
 __all__ = [
@@ -380,7 +381,7 @@ def ensure_repo_image(
         if status == "built" and manifest is not None:
             return manifest
     folder = _repo_dir(spec)
-    releases = timed("download", "downloading releases", lambda: fetch_releases(spec))
+    releases = timed("download", "downloading releases", lambda: fetch_releases(spec.name, spec.versions))
     history = timed("history", "building git history", lambda: build_history(spec, releases, folder / "repo"))
     wheels = timed("wheels", "downloading dependency wheels", lambda: repo_wheelhouse(spec, folder / "wheels"))
     shutil.copy(_recipe_path(), folder / "Dockerfile")

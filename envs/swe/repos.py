@@ -1,9 +1,9 @@
 """The repository catalog and the real git histories built from PyPI releases.
 
 A catalog entry (:class:`RepoSpec`) names a pure-Python project and at least three consecutive
-releases. :func:`fetch_releases` downloads their source distributions once into
-``sparring_home()/sdists/NAME`` (``pip download --no-binary :all: --no-deps``) and looks up each
-release's date; :func:`build_history` commits the releases in order into one git repository (one
+releases. :func:`sparring.envs.swe.sdists.fetch_releases` downloads their source distributions
+once (``pip download --no-binary :all: --no-deps``) and looks up each release's date;
+:func:`build_history` commits the releases in order into one git repository (one
 commit per release, dated with the release, tagged ``v<version>``), so the working tree ends at
 the newest release and ``git log -p`` shows the project's real changes, which history-aware bug
 injection reverts.
@@ -11,30 +11,32 @@ injection reverts.
 Example::
 
     spec = get_repo("inflection")
-    releases = fetch_releases(spec)
-    history = build_history(spec, releases, sparring_home() / "repos" / spec.name / "git")
+    releases = fetch_releases(spec.name, spec.versions)
+    history = build_history(spec, releases, Path("/tmp/inflection"))
     history.commits[-1].tag  # "v0.5.1"
 """
 
 from __future__ import annotations
 
 import json
-import re
 import shutil
-import subprocess
-import sys
 import tarfile
 import tempfile
 import zipfile
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
-from email.parser import HeaderParser
+from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from sparring import SparringError, sparring_home
+from sparring.envs.swe.sdists import (
+    GENERATED,
+    SdistRelease,
+    canonical_name,
+    download_sdist,
+    inspect_sdist,
+    latest_versions,
+)
 
 try:
     import tomllib
@@ -42,32 +44,21 @@ except ImportError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 __all__ = [
-    "PYPI_JSON_URL",
     "SPLITS",
     "RepoHistory",
     "ReleaseCommit",
     "RepoSpec",
-    "SdistInfo",
-    "SdistRelease",
     "build_history",
     "catalog_path",
-    "fetch_releases",
     "get_repo",
-    "inspect_sdist",
-    "latest_versions",
     "load_catalog",
+    "propose_spec",
     "save_user_repo",
     "user_catalog_path",
 ]
 
 #: The splits a repository can belong to.
 SPLITS = ("train", "heldout")
-
-#: PyPI's JSON API, used only for release dates and version lists (downloads go through pip).
-PYPI_JSON_URL = "https://pypi.org/pypi"
-
-#: Files in an sdist that are packaging output, not the project's source; never committed.
-_GENERATED = re.compile(r"(^|/)(PKG-INFO|[^/]+\.egg-info(/.*)?|__pycache__(/.*)?|[^/]+\.py[co])$")
 
 #: Author of the release commits (the releases are the maintainers' work; the importer only orders them).
 _COMMITTER = ("Sparring release importer", "releases@sparring.invalid")
@@ -196,9 +187,9 @@ def load_catalog(split: str = "all", include_user: bool = True) -> dict[str, Rep
 def get_repo(name: str) -> RepoSpec:
     """The catalog entry called NAME (PyPI names compare case- and separator-insensitively)."""
     specs = load_catalog()
-    key = _canonical(name)
+    key = canonical_name(name)
     for spec_name, spec in specs.items():
-        if _canonical(spec_name) == key:
+        if canonical_name(spec_name) == key:
             return spec
     raise SparringError(
         f"no repository {name!r} in the catalog; `sparring repos list` shows them, "
@@ -217,223 +208,6 @@ def save_user_repo(spec: RepoSpec) -> Path:
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
     return path
-
-
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-# ---------------------------------------------------------------------------------------- sdists
-
-
-@dataclass(frozen=True)
-class SdistRelease:
-    """One downloaded release.
-
-    Attributes:
-        version: The release's version string.
-        path: The cached source distribution.
-        date: When the release was uploaded (UTC, ISO 8601).
-    """
-
-    version: str
-    path: Path
-    date: str
-
-
-def _sdist_dir(name: str) -> Path:
-    path = sparring_home() / "sdists" / _canonical(name)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def _pypi_json(name: str, version: str | None = None) -> dict[str, Any] | None:
-    import httpx
-
-    url = f"{PYPI_JSON_URL}/{name}/json" if version is None else f"{PYPI_JSON_URL}/{name}/{version}/json"
-    try:
-        response = httpx.get(url, timeout=30.0, follow_redirects=True)
-    except httpx.HTTPError:
-        return None
-    if response.status_code != 200:
-        return None
-    data: dict[str, Any] = response.json()
-    return data
-
-
-def latest_versions(name: str, count: int = 3) -> list[str]:
-    """The newest COUNT final releases of NAME that have a source distribution, oldest first."""
-    from packaging.version import InvalidVersion, Version
-
-    data = _pypi_json(name)
-    if data is None:
-        raise SparringError(f"could not list the releases of {name!r} on PyPI; check the name or pass --versions.")
-    found = []
-    for text, files in data.get("releases", {}).items():
-        try:
-            parsed = Version(text)
-        except InvalidVersion:
-            continue
-        if parsed.is_prerelease or parsed.is_devrelease:
-            continue
-        if any(f.get("packagetype") == "sdist" and not f.get("yanked") for f in files):
-            found.append((parsed, text))
-    found.sort()
-    if len(found) < count:
-        raise SparringError(
-            f"{name} has {len(found)} release(s) with a source distribution; at least {count} are needed."
-        )
-    return [text for _, text in found[-count:]]
-
-
-def _find_sdist(folder: Path, name: str, version: str) -> Path | None:
-    from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
-    from packaging.version import Version
-
-    for path in folder.iterdir():
-        try:
-            sdist_name, sdist_version = parse_sdist_filename(path.name)
-        except InvalidSdistFilename:
-            continue
-        if canonicalize_name(sdist_name) == canonicalize_name(name) and sdist_version == Version(version):
-            return path
-    return None
-
-
-def _download_sdist(name: str, version: str, folder: Path) -> Path:
-    found = _find_sdist(folder, name, version)
-    if found is not None:
-        return found
-    cmd = [sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps", "--quiet"]
-    cmd += ["--dest", str(folder), f"{name}=={version}"]
-    # pip prepares the sdist's metadata; with the host's build backend that takes a third of the
-    # time of an isolated build environment, which is the fallback for other backends.
-    proc = subprocess.run([*cmd, "--no-build-isolation"], capture_output=True, text=True, errors="replace")
-    if proc.returncode != 0:
-        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
-    found = _find_sdist(folder, name, version)
-    if proc.returncode != 0 or found is None:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise SparringError(
-            f"could not download the source distribution of {name}=={version} ({last}); check the name and version."
-        )
-    return found
-
-
-def _release_date(name: str, version: str, sdist: Path) -> str:
-    data = _pypi_json(name, version)
-    for f in (data or {}).get("urls", []):
-        if f.get("packagetype") == "sdist" and f.get("upload_time_iso_8601"):
-            return str(f["upload_time_iso_8601"]).replace("Z", "+00:00")
-    # Offline: the newest file time inside the archive is when the sdist was made.
-    newest = max((mtime for _, mtime, _ in _archive_members(sdist)), default=0.0)
-    return datetime.fromtimestamp(newest, tz=timezone.utc).isoformat()
-
-
-def fetch_releases(spec: RepoSpec, progress: Any = None) -> list[SdistRelease]:
-    """Download (once) the sdists of every version of SPEC and find their release dates.
-
-    Args:
-        spec: The project.
-        progress: Optional callable ``progress(version)`` called after each release.
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    folder = _sdist_dir(spec.name)
-    dates_file = folder / "releases.json"
-    dates: dict[str, str] = json.loads(dates_file.read_text()) if dates_file.exists() else {}
-
-    def fetch(version: str) -> tuple[Path, str]:
-        path = _download_sdist(spec.name, version, folder)
-        date = dates.get(version) or _release_date(spec.name, version, path)
-        if progress is not None:
-            progress(version)
-        return path, date
-
-    # pip spends most of a download preparing metadata; a few at once keep the network busy.
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        fetched = list(pool.map(fetch, spec.versions))
-    releases = [SdistRelease(version=v, path=p, date=d) for v, (p, d) in zip(spec.versions, fetched, strict=True)]
-    dates.update({r.version: r.date for r in releases})
-    dates_file.write_text(json.dumps(dates, indent=1, sort_keys=True))
-    return releases
-
-
-def _archive_members(path: Path) -> Iterable[tuple[str, float, bytes | None]]:
-    """(relative path without the top folder, mtime, content or None for non-files) of an sdist."""
-    if path.suffix == ".zip":
-        with zipfile.ZipFile(path) as zf:
-            for info in zf.infolist():
-                rel = "/".join(info.filename.split("/")[1:])
-                if rel and not info.is_dir():
-                    yield rel, datetime(*info.date_time, tzinfo=timezone.utc).timestamp(), zf.read(info)
-        return
-    with tarfile.open(path) as tf:
-        for member in tf.getmembers():
-            rel = "/".join(member.name.split("/")[1:])
-            if not rel or not member.isfile():
-                continue
-            handle = tf.extractfile(member)
-            yield rel, float(member.mtime), handle.read() if handle else None
-
-
-@dataclass(frozen=True)
-class SdistInfo:
-    """What an sdist contains, as far as the catalog cares.
-
-    Attributes:
-        files: Every regular file, relative to the project root.
-        test_files: Python files that look like tests (``test_*.py``, ``*_test.py``, under ``tests/``).
-        extension_files: C, C++, Cython or Rust sources: the project is not pure Python.
-        source_dir: ``"src"`` for a src layout, else ``"."``.
-        test_dir: The most likely test folder (or single test file), or None.
-        requires: ``Requires-Dist`` entries for running the package and its tests.
-    """
-
-    files: tuple[str, ...]
-    test_files: tuple[str, ...]
-    extension_files: tuple[str, ...]
-    source_dir: str
-    test_dir: str | None
-    requires: tuple[str, ...] = field(default=())
-
-
-_TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test|tests?)\.py$|(^|/)tests?/[^/]+\.py$")
-_EXTENSION = re.compile(r"\.(c|cc|cpp|cxx|h|pyx|pxd|rs|f90|go)$")
-_TEST_EXTRAS = {"test", "tests", "testing"}
-_SKIP_REQS = re.compile(r"^(pytest|pytest-cov|coverage|pytest-xdist|pytest-benchmark|pytest-codspeed|tox)\b", re.I)
-
-
-def inspect_sdist(path: Path) -> SdistInfo:
-    """Look inside an sdist: tests, extension sources, layout and test requirements."""
-    files, pkg_info = [], ""
-    for rel, _, data in _archive_members(path):
-        files.append(rel)
-        if rel == "PKG-INFO" and data is not None:
-            pkg_info = data.decode("utf-8", "replace")
-    sources = [f for f in files if not _GENERATED.search(f)]
-    tests = sorted(f for f in sources if f.endswith(".py") and _TEST_FILE.search(f))
-    extensions = sorted(f for f in sources if _EXTENSION.search(f) and not f.startswith(("docs/", "doc/")))
-    source_dir = "src" if any(f.startswith("src/") and f.endswith(".py") for f in sources) else "."
-    test_dir = None
-    if tests:
-        folders = sorted({str(PurePosixPath(t).parent) for t in tests}, key=lambda d: (d.count("/"), d))
-        named = [d for d in folders if PurePosixPath(d).name in ("tests", "test")]
-        test_dir = named[0] if named else (tests[0] if folders == ["."] and len(tests) == 1 else folders[0])
-    requires = []
-    for req in HeaderParser().parsestr(pkg_info).get_all("Requires-Dist") or []:
-        marker = req.split(";", 1)[1] if ";" in req else ""
-        extra = re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", marker)
-        if (extra is None or extra.group(1) in _TEST_EXTRAS) and not _SKIP_REQS.match(req.strip()):
-            requires.append(re.sub(r"\s*(;|\band\b)\s*extra\s*==\s*['\"][^'\"]+['\"]", "", req).strip().rstrip(";"))
-    return SdistInfo(
-        files=tuple(sorted(files)),
-        test_files=tuple(tests),
-        extension_files=tuple(extensions),
-        source_dir=source_dir,
-        test_dir=test_dir,
-        requires=tuple(requires),
-    )
 
 
 # --------------------------------------------------------------------------------------- history
@@ -498,7 +272,7 @@ def _unpack(sdist: Path, root: Path) -> None:
         top = tops[0] if len(tops) == 1 and tops[0].is_dir() else Path(tmp)
         for src in sorted(top.rglob("*")):
             rel = src.relative_to(top).as_posix()
-            if src.is_dir() or _GENERATED.search(rel) or src.is_symlink():
+            if src.is_dir() or GENERATED.search(rel) or src.is_symlink():
                 continue
             dest = root / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
@@ -580,3 +354,59 @@ def build_history(spec: RepoSpec, releases: list[SdistRelease], dest: Path) -> R
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)
     return RepoHistory(path=dest, commits=tuple(commits))
+
+
+# -------------------------------------------------------------------------------- user projects
+
+
+def propose_spec(
+    name: str,
+    versions: list[str] | None = None,
+    *,
+    split: str = "train",
+    test_command: str | None = None,
+    deps: list[str] | None = None,
+) -> RepoSpec:
+    """A catalog entry for a project a user names, read from its sdists (nothing is built yet).
+
+    The newest release is downloaded and inspected first, so a project without tests, or with
+    compiled extensions, is refused before the older releases are fetched.
+
+    Args:
+        name: PyPI project name.
+        versions: At least 3 consecutive releases, oldest first; default: the newest 3 on PyPI.
+        split: ``"train"`` or ``"heldout"``.
+        test_command: The suite's pytest command; default ``pytest <test dir>``.
+        deps: Requirements besides pytest; default: the sdist's runtime and test requirements.
+
+    Raises:
+        SparringError: Unknown project or version, no tests in the sdist, not pure Python.
+    """
+    if split not in SPLITS:
+        raise SparringError(f"unknown split {split!r}; use train or heldout.")
+    versions = list(versions) if versions else latest_versions(name)
+    if len(versions) < 3:
+        raise SparringError(f"give at least 3 consecutive versions of {name} (got {len(versions)}).")
+    newest = download_sdist(name, versions[-1])
+    info = inspect_sdist(newest)
+    if not info.test_files or info.test_dir is None:
+        raise SparringError(
+            f"the source distribution of {name} {versions[-1]} contains no tests, so bugs in it could not be "
+            "checked; choose a project whose sdist ships its test suite (a tests/ folder or test_*.py files)."
+        )
+    if info.extension_files:
+        shown = ", ".join(info.extension_files[:3])
+        raise SparringError(
+            f"{name} is not pure Python (its sdist has compiled sources such as {shown}); "
+            "the images install no compilers, so choose a pure-Python project."
+        )
+    return RepoSpec(
+        name=name,
+        versions=tuple(versions),
+        split=split,
+        source_dir=info.source_dir,
+        test_dir=info.test_dir,
+        test_command=test_command or f"pytest {info.test_dir}",
+        deps=tuple(deps if deps is not None else info.requires),
+        origin="user",
+    )
