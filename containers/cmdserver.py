@@ -105,25 +105,32 @@ def account(name):
     return entry.pw_uid, entry.pw_gid, entry.pw_dir
 
 
+def failed(code, message, cap, started):
+    """The answer for a command that could not be started."""
+    err = Capture(cap)
+    err.add(message.encode() + b"\n")
+    return {"exit": code, "signal": None, "timed_out": False, "oom": False, "seconds": time.monotonic() - started,
+            "out": Capture(cap).result(), "err": err.result()}  # fmt: skip
+
+
 def op_exec(req):
+    started = time.monotonic()
     uid, gid, home = account(req["user"])
     cwd = req["cwd"]
-    started = time.monotonic()
     if not os.path.isdir(cwd):
-        msg = f"sparring: working directory {cwd} does not exist\n".encode()
-        err = Capture(req["cap"])
-        err.add(msg)
-        return {"exit": 126, "signal": None, "timed_out": False, "oom": False, "seconds": 0.0,
-                "out": Capture(req["cap"]).result(), "err": err.result()}  # fmt: skip
+        return failed(126, f"sparring: working directory {cwd} does not exist", req["cap"], started)
     env = dict(os.environ)
     env.update({"HOME": home, "USER": req["user"], "LOGNAME": req["user"]})
     env.update(req.get("env") or {})
     ooms = oom_kills()
-    proc = subprocess.Popen(
-        ["/bin/bash", "-c", req["cmd"]],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env,
-        start_new_session=True, user=uid, group=gid, extra_groups=[], close_fds=True,
-    )  # fmt: skip
+    try:
+        proc = subprocess.Popen(
+            ["/bin/bash", "-c", req["cmd"]],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env,
+            start_new_session=True, user=uid, group=gid, extra_groups=[], close_fds=True,
+        )  # fmt: skip
+    except OSError as e:  # e.g. bash deleted by `rm -rf /`, or no pid left
+        return failed(127, f"sparring: cannot start bash: {e}", req["cap"], started)
     deadline = started + float(req["timeout"])
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     captures = {out_fd: Capture(req["cap"]), err_fd: Capture(req["cap"])}  # streams still open

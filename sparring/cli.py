@@ -145,7 +145,9 @@ for _mod in _modules():
 def main() -> None:
     """Entry point: run the CLI; a user-fixable error prints one sentence, not a traceback."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # without standalone mode, click returns typer.Exit's code
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except SparringError as e:
         console.print(f"[red]error:[/] {e}")
         sys.exit(2)

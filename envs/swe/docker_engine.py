@@ -133,5 +133,13 @@ def start_dockerd(timeout: float = START_TIMEOUT_S) -> None:
 
 
 def _short(e: BaseException) -> str:
-    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    return text[:200]
+    """Why the engine did not answer, in a few words."""
+    where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    text = str(e).strip()
+    if "FileNotFoundError" in text or "No such file" in text:
+        return f"no Docker socket at {where}"
+    if "Connection refused" in text:
+        return f"connection refused at {where}"
+    if "Permission denied" in text or "PermissionError" in text:
+        return f"permission denied on {where} (add your user to the docker group)"
+    return (text.splitlines()[0] if text else type(e).__name__)[:200]

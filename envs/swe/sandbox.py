@@ -289,7 +289,7 @@ class Sandbox:
                    "env": dict(env or {}), "timeout": timeout, "cap": self.limits.output_cap}  # fmt: skip
         try:
             reply = self._call(request, timeout + REPLY_GRACE_S)
-        except SparringError as e:
+        except (SparringError, OSError) as e:  # a dead or wrecked container is the agent's observation
             return ExecResult(exit_code=None, stdout="", stderr=f"[sparring: {e}]\n")
         stdout, cut_out = _decode(reply["out"])
         stderr, cut_err = _decode(reply["err"])
@@ -455,6 +455,7 @@ class SandboxPool:
         self._ready: queue.Queue[Sandbox] = queue.Queue()
         self._slots = threading.Semaphore(size)
         self._closed = threading.Event()
+        self._lock = threading.Lock()
         self._error: Exception | None = None
         self._threads = [
             threading.Thread(target=self._fill, name=f"sparring-pool-{i}", daemon=True)
@@ -475,10 +476,11 @@ class SandboxPool:
                 self._closed.wait(1.0)
                 continue
             self._error = None
-            self._ready.put(sandbox)
-            if self._closed.is_set():
-                self.close()  # closed while this one was starting: remove it too
-                return
+            with self._lock:
+                if not self._closed.is_set():
+                    self._ready.put(sandbox)
+                    continue
+            sandbox.close()  # the pool was closed while this one was starting
 
     def acquire(self, timeout: float = START_TIMEOUT_S) -> Sandbox:
         """A fresh started container (a ready one if there is one); the caller releases or closes it.
@@ -520,13 +522,17 @@ class SandboxPool:
         sandbox.close()
 
     def close(self) -> None:
-        """Stop filling and remove the ready containers (idempotent)."""
-        self._closed.set()
+        """Stop filling, remove the ready containers and wait for those being started (idempotent)."""
+        with self._lock:
+            self._closed.set()
         while True:
             try:
                 self._ready.get_nowait().close()
             except queue.Empty:
                 break
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout=START_TIMEOUT_S)
 
     def __enter__(self) -> SandboxPool:
         return self
