@@ -309,7 +309,7 @@ def build_history(spec: RepoSpec, releases: list[SdistRelease], dest: Path) -> R
     for release in releases:
         _clear_worktree(tmp)
         _unpack(release.path, tmp)
-        if not any(p.is_file() for p in tmp.iterdir() if p.name != ".git"):
+        if not any(p.is_file() for p in tmp.rglob("*") if ".git" not in p.relative_to(tmp).parts):
             raise SparringError(f"the sdist of {spec.name} {release.version} has no files.")
         repo.git.add("--all", "--force", ".")
         changed = (
