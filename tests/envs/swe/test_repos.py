@@ -40,11 +40,21 @@ def _sdist(folder: Path, name: str, version: str, files: dict[str, str]) -> Path
 
 RELEASES = {
     "1.0": {"toy/__init__.py": "X = 1\n", "tests/test_toy.py": "def test_x():\n    pass\n", "PKG-INFO": "v1"},
-    "1.1": {"toy/__init__.py": "X = 2\n", "tests/test_toy.py": "def test_x():\n    pass\n", "PKG-INFO": "v2",
-            ".gitignore": "toy/_version.py\n", "toy/_version.py": "V = '1.1'\n"},  # fmt: skip
-    "2.0": {"toy/__init__.py": "X = 3\n", "tests/test_toy.py": "def test_y():\n    pass\n", "PKG-INFO": "v3",
-            ".gitignore": "toy/_version.py\n", "toy/_version.py": "V = '2.0'\n",
-            "toy.egg-info/SOURCES.txt": "x\n"},  # fmt: skip
+    "1.1": {
+        "toy/__init__.py": "X = 2\n",
+        "tests/test_toy.py": "def test_x():\n    pass\n",
+        "PKG-INFO": "v2",
+        ".gitignore": "toy/_version.py\n",
+        "toy/_version.py": "V = '1.1'\n",
+    },
+    "2.0": {
+        "toy/__init__.py": "X = 3\n",
+        "tests/test_toy.py": "def test_y():\n    pass\n",
+        "PKG-INFO": "v3",
+        ".gitignore": "toy/_version.py\n",
+        "toy/_version.py": "V = '2.0'\n",
+        "toy.egg-info/SOURCES.txt": "x\n",
+    },
 }
 DATES = {"1.0": "2020-01-02T03:04:05+00:00", "1.1": "2021-02-03T04:05:06+00:00", "2.0": "2022-03-04T05:06:07+00:00"}
 
@@ -93,14 +103,19 @@ def test_history_requires_the_test_dir(toy: Any, tmp_path: Path) -> None:
 
 def test_inspect_sdist_finds_tests_layout_and_extensions(tmp_path: Path) -> None:
     info = inspect_sdist(
-        _sdist(tmp_path, "lib", "1.0", {
-            "src/lib/__init__.py": "",
-            "src/lib/_speed.c": "int x;",
-            "tests/test_lib.py": "",
-            "PKG-INFO": "Metadata-Version: 2.1\nName: lib\nRequires-Dist: attrs>=20\n"
-                        "Requires-Dist: freezegun; extra == \"tests\"\nRequires-Dist: sphinx; extra == \"docs\"\n"
-                        "Requires-Dist: pytest-cov; extra == \"tests\"\n",
-        })  # fmt: skip
+        _sdist(
+            tmp_path,
+            "lib",
+            "1.0",
+            {
+                "src/lib/__init__.py": "",
+                "src/lib/_speed.c": "int x;",
+                "tests/test_lib.py": "",
+                "PKG-INFO": "Metadata-Version: 2.1\nName: lib\nRequires-Dist: attrs>=20\n"
+                'Requires-Dist: freezegun; extra == "tests"\nRequires-Dist: sphinx; extra == "docs"\n'
+                'Requires-Dist: pytest-cov; extra == "tests"\n',
+            },
+        )
     )
     assert info.source_dir == "src"
     assert info.test_dir == "tests"
