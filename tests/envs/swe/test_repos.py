@@ -232,3 +232,20 @@ def test_clean_suite_passes_with_recorded_exclusions(name: str) -> None:
     assert counts["skipped"] == reported.get("skipped", 0) + reported.get("xfailed", 0)
     assert counts["error"] == reported.get("error", 0)
     assert manifest.test_count == len(run.tests)
+
+
+@pytest.mark.docker
+def test_unchanged_inputs_are_not_rebuilt_and_changed_ones_are_stale() -> None:
+    from dataclasses import replace
+
+    from sparring.envs.swe.docker_engine import docker_client
+    from sparring.envs.swe.images import ensure_repo_image, image_status
+
+    spec, manifest = _manifest("parse")
+    require(image_status(spec)[0] == "built", f"an up-to-date {spec.image}")
+    before = docker_client().images.get(spec.image).id
+    again = ensure_repo_image(spec)
+    assert again.built_at == manifest.built_at
+    assert docker_client().images.get(spec.image).id == before
+    assert image_status(replace(spec, flaky=("tests/test_parse.py::test_no_match",)))[0] == "stale"
+    assert image_status(replace(spec, versions=(*spec.versions, "9.9")))[0] == "missing"
