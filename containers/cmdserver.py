@@ -25,6 +25,7 @@ import json
 import os
 import pwd
 import selectors
+import shlex
 import signal
 import subprocess
 import sys
@@ -33,6 +34,8 @@ import time
 
 #: After bash exits (or is killed), how long to wait for pipes still held by escaped processes.
 DRAIN_GRACE_S = 0.2
+#: Commands of this user start in a shell that is already running (see Standby).
+STANDBY_USER = "sparring"
 OOM_COUNTERS = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
 
 
@@ -113,24 +116,100 @@ def failed(code, message, cap, started):
             "out": Capture(cap).result(), "err": err.result()}  # fmt: skip
 
 
+def user_env(user, home, extra=None):
+    env = dict(os.environ)
+    env.update({"HOME": home, "USER": user, "LOGNAME": user})
+    env.update(extra or {})
+    return env
+
+
+def spawn(argv, user, cwd, env, pass_fds=()):
+    uid, gid, _ = account(user)
+    return subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env,
+        start_new_session=True, user=uid, group=gid, extra_groups=[], close_fds=True, pass_fds=pass_fds,
+    )  # fmt: skip
+
+
+class Standby:
+    """A bash already started as the sandbox user, waiting to read its command from a pipe.
+
+    Starting bash is most of the cost of a short command, so the server starts the next one right
+    after answering (while the host reads the answer) and hands it the next command of that user:
+    the shell sources the pipe, which holds ``cd DIR; export VARS; COMMAND``.
+    """
+
+    def __init__(self):
+        self.proc = None
+        self.feed = None
+
+    def prepare(self):
+        if self.proc is not None and self.proc.poll() is None:
+            return
+        self.discard()
+        try:
+            uid, gid, home = account(STANDBY_USER)
+            read_end, self.feed = os.pipe()
+            try:
+                os.fchown(read_end, uid, gid)  # the shell re-opens it through /dev/fd
+                argv = ["/bin/bash", "-c", f". /dev/fd/{read_end}"]
+                self.proc = spawn(argv, STANDBY_USER, "/", user_env(STANDBY_USER, home), (read_end,))
+            finally:
+                os.close(read_end)
+        except (KeyError, OSError):  # no such user in this image, or no process left: start on demand
+            self.discard()
+
+    def take(self, req):
+        """The waiting shell, now running ``req``'s command; None where it cannot serve it."""
+        env = req.get("env") or {}
+        if self.proc is None or req["user"] != STANDBY_USER or not all(k.isidentifier() for k in env):
+            return None
+        if self.proc.poll() is not None:  # killed meanwhile by a process the agent left behind
+            self.discard()
+            return None
+        exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in env.items())
+        script = f"cd -- {shlex.quote(req['cwd'])} || exit 126; {exports}{req['cmd']}\n".encode()
+        proc, feed = self.proc, self.feed
+        self.proc = self.feed = None
+        try:
+            view = memoryview(script)
+            while view:
+                view = view[os.write(feed, view) :]
+        except OSError:
+            proc.kill()
+            proc.wait()
+            return None
+        finally:
+            os.close(feed)
+        return proc
+
+    def discard(self):
+        if self.feed is not None:
+            os.close(self.feed)
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc.stdout.close()
+            self.proc.stderr.close()
+        self.proc = self.feed = None
+
+
+STANDBY = Standby()
+
+
 def op_exec(req):
     started = time.monotonic()
-    uid, gid, home = account(req["user"])
     cwd = req["cwd"]
     if not os.path.isdir(cwd):
         return failed(126, f"sparring: working directory {cwd} does not exist", req["cap"], started)
-    env = dict(os.environ)
-    env.update({"HOME": home, "USER": req["user"], "LOGNAME": req["user"]})
-    env.update(req.get("env") or {})
     ooms = oom_kills()
-    try:
-        proc = subprocess.Popen(
-            ["/bin/bash", "-c", req["cmd"]],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env,
-            start_new_session=True, user=uid, group=gid, extra_groups=[], close_fds=True,
-        )  # fmt: skip
-    except OSError as e:  # e.g. bash deleted by `rm -rf /`, or no pid left
-        return failed(127, f"sparring: cannot start bash: {e}", req["cap"], started)
+    proc = STANDBY.take(req)
+    if proc is None:
+        try:
+            home = account(req["user"])[2]
+            proc = spawn(["/bin/bash", "-c", req["cmd"]], req["user"], cwd, user_env(req["user"], home, req.get("env")))
+        except OSError as e:  # e.g. bash deleted by `rm -rf /`, or no pid left
+            return failed(127, f"sparring: cannot start bash: {e}", req["cap"], started)
     deadline = started + float(req["timeout"])
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     captures = {out_fd: Capture(req["cap"]), err_fd: Capture(req["cap"])}  # streams still open
@@ -267,9 +346,9 @@ OPS = {
 
 
 def main():
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     requests = sys.stdin.buffer
     while True:
+        STANDBY.prepare()
         line = requests.readline()
         if not line:
             return

@@ -297,15 +297,18 @@ class Sandbox:
             stderr += f"\n[sparring: the command timed out after {timeout:g} s and its processes were killed]\n"
         elif reply["oom"]:
             stderr += f"\n[sparring: a process was killed for exceeding the memory limit ({self.limits.memory})]\n"
+        exit_code, killed_by = reply["exit"], reply["signal"]
+        if reply["oom"] and exit_code == 128 + 9:  # the shell reports its OOM-killed child as 137
+            exit_code, killed_by = None, 9
         return ExecResult(
-            exit_code=None if reply["timed_out"] else reply["exit"],
+            exit_code=None if reply["timed_out"] else exit_code,
             stdout=stdout,
             stderr=stderr,
             timed_out=reply["timed_out"],
             seconds=reply["seconds"],
             truncated_bytes=cut_out + cut_err,
             oom_killed=reply["oom"],
-            signal=reply["signal"],
+            signal=killed_by,
         )
 
     def put_file(self, path: str, data: bytes | str, mode: int = 0o644, user: str | None = None) -> None:

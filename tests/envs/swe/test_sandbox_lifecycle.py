@@ -81,7 +81,7 @@ def test_gc_removes_the_containers_of_a_killed_process_only():
         assert len(labelled(tag + "-alive")) == 1  # a live owner's containers stay
 
 
-DEAD_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+DEAD_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/docker.sock", "COLUMNS": "250"}  # wide: no wrapped lines
 
 
 @pytest.mark.timeout(300)
@@ -91,7 +91,7 @@ def test_doctor_reports_an_unreachable_engine_clearly():
         capture_output=True,
         text=True,
         timeout=280,
-        env={**os.environ, **DEAD_ENGINE, "COLUMNS": "250"},
+        env={**os.environ, **DEAD_ENGINE},
     )
     out = done.stdout + done.stderr
     assert done.returncode == 1
