@@ -1,10 +1,13 @@
 """``sparring bench sandbox``: what a command and a reset cost, against plain Docker, in one run.
 
-Figures (milliseconds are medians):
+Figures (milliseconds are medians; exec figures are taken with a 20 ms pause before each timed
+command, as an agent's commands come between generations, except the back-to-back one):
 
-- ``exec_p50_ms``: ``true`` through :meth:`Sandbox.exec` (the command server).
-- ``exec_p50_ms_docker_py``: docker-py ``exec_run("true")`` in the same container.
-- ``exec_p50_ms_docker_cli``: ``docker exec ID true`` in the same container.
+- ``exec_p50_ms``: ``true`` through :meth:`Sandbox.exec` (the command server) as the sandbox user.
+- ``exec_p50_ms_back_to_back``: the same with no pause (the server has no time to pre-start a shell).
+- ``exec_p50_ms_root``: ``true`` as root (the harness's commands; always a fresh bash).
+- ``exec_p50_ms_docker_py``: docker-py ``exec_run("true")`` as the same user in the same container.
+- ``exec_p50_ms_docker_cli``: ``docker exec --user sparring ID true`` in the same container.
 - ``reset_p50_ms``: an episode's reset with a warm pool (release the old container, acquire a new one).
 - ``cold_start_p50_ms``: what a reset costs without a pool: create, start, first command, remove.
 - ``containers_per_s``: containers a pool hands out per second when drained continuously.
@@ -24,10 +27,14 @@ from sparring.envs.swe.docker_engine import docker_client
 from sparring.envs.swe.sandbox import Sandbox, SandboxPool
 from sparring.envs.swe.sandbox_cleanup import reaper
 
+#: Pause between two timed commands: an agent always spends longer than this generating the next one.
+THINK_S = 0.02
 
-def _p50_ms(action: Callable[[], object], rounds: int) -> float:
+
+def _p50_ms(action: Callable[[], object], rounds: int, pause: float = 0.0) -> float:
     times = []
     for _ in range(rounds):
+        time.sleep(pause)
         t0 = time.perf_counter()
         action()
         times.append(time.perf_counter() - t0)
@@ -79,9 +86,12 @@ def run_sandbox_bench(rounds: int = 50, image: str = BASE_IMAGE) -> dict[str, ob
     try:
         box.exec("true")
         container = client.containers.get(box.id)
-        exec_p50 = _p50_ms(lambda: box.exec("true"), rounds)
-        docker_py = _p50_ms(lambda: container.exec_run(["true"]), rounds)
-        docker_cli = _p50_ms(lambda: subprocess.run(["docker", "exec", box.id, "true"], check=True), min(rounds, 20))
+        exec_p50 = _p50_ms(lambda: box.exec("true"), rounds, THINK_S)
+        back_to_back = _p50_ms(lambda: box.exec("true"), rounds)
+        as_root = _p50_ms(lambda: box.exec("true", user="root"), rounds, THINK_S)
+        docker_py = _p50_ms(lambda: container.exec_run(["true"], user="sparring"), rounds, THINK_S)
+        cli = ["docker", "exec", "--user", "sparring", box.id, "true"]
+        docker_cli = _p50_ms(lambda: subprocess.run(cli, check=True), min(rounds, 20), THINK_S)
     finally:
         box.close()
     cold = _p50_ms(lambda: _cold_start(image), max(5, rounds // 5))
@@ -92,12 +102,14 @@ def run_sandbox_bench(rounds: int = 50, image: str = BASE_IMAGE) -> dict[str, ob
         "image": image,
         "rounds": rounds,
         "exec_p50_ms": exec_p50,
+        "exec_p50_ms_back_to_back": back_to_back,
+        "exec_p50_ms_root": as_root,
         "exec_p50_ms_docker_py": docker_py,
         "exec_p50_ms_docker_cli": docker_cli,
         "exec_vs_docker_py": round(exec_p50 / docker_py, 3),
         "reset_p50_ms": reset,
         "cold_start_p50_ms": cold,
-        "reset_vs_cold_start": round(reset / cold, 3),
+        "reset_vs_cold_start": round(reset / cold, 5),
         "containers_per_s": per_s,
         "cpus": os.cpu_count(),
         "load_avg_1m": round(os.getloadavg()[0], 2),
