@@ -2,9 +2,13 @@
 
 Figures, from one run on one repository:
 
-* ``validate_seconds`` — median wall time to validate one procedural bug (all seven checks);
+* ``validate_seconds`` — median wall time to validate one procedural bug (all seven checks) as
+  :func:`generate_bugs` does it: the original code's results come from the image's clean runs,
+  the buggy and weakened runs go in parallel fresh containers;
 * ``test_run_seconds`` — median time of one run of that bug's test script on the original code;
 * ``validate_to_run_ratio`` — their ratio, per bug, median (target ≤ 3);
+* ``validate_cold_seconds`` / ``cold_ratio`` — the same for a validation that also runs the
+  original code (as for an injector's artifact), median over the bugs;
 * ``bugs_per_minute`` — validated procedural bugs added per minute of :func:`generate_bugs`
   (mutation, whole-suite run on the mutant, weakening, validation; the one baseline run included).
 """
@@ -20,6 +24,7 @@ from sparring.envs.swe.artifact import BugArtifact
 from sparring.envs.swe.bugstore import available_repos, generate_bugs
 from sparring.envs.swe.pools import PoolSet
 from sparring.envs.swe.runs import ORIGINAL, run_state
+from sparring.envs.swe.validation import validate_artifact
 
 __all__ = ["bench_validate"]
 
@@ -33,13 +38,17 @@ def bench_validate(repo: str | None = None, n: int = 4, seed: int = 0) -> dict[s
     report = generate_bugs(spec.name, n, seed=seed)
     if not report.saved:
         raise SparringError(f"no procedural bug of {spec.name} validated in {report.tried} tries: {report.rejected}.")
-    pools = PoolSet()
-    ratios, runs = [], []
+    pools = PoolSet(size=3)
+    ratios, runs, cold, cold_ratios = [], [], [], []
     try:
+        pool = pools.pool(spec.image)
         for folder, seconds in zip(report.saved, report.valid_seconds, strict=True):
-            run = run_state(pools.pool(spec.image), BugArtifact.load(Path(folder)), ORIGINAL, 300.0)
+            artifact = BugArtifact.load(Path(folder))
+            run = run_state(pool, artifact, ORIGINAL, 300.0)
             runs.append(run.seconds)
             ratios.append(seconds / run.seconds)
+            cold.append(validate_artifact(artifact, spec.image, pool).seconds)
+            cold_ratios.append(cold[-1] / run.seconds)
     finally:
         pools.close()
     return {
@@ -52,6 +61,8 @@ def bench_validate(repo: str | None = None, n: int = 4, seed: int = 0) -> dict[s
         "validate_seconds": round(statistics.median(report.valid_seconds), 2),
         "test_run_seconds": round(statistics.median(runs), 2),
         "validate_to_run_ratio": round(statistics.median(ratios), 2),
+        "validate_cold_seconds": round(statistics.median(cold), 2),
+        "cold_ratio": round(statistics.median(cold_ratios), 2),
         "bugs_per_minute": round(len(report.saved) / (report.seconds / 60), 2),
         "generate_seconds": report.seconds,
         "baseline_suite_seconds": report.baseline_seconds,

@@ -28,7 +28,7 @@ from sparring.envs.swe.grading import snapshot
 from sparring.envs.swe.mutations import Mutation, sample_mutations
 from sparring.envs.swe.pools import PoolSet
 from sparring.envs.swe.repair_env import repair_task
-from sparring.envs.swe.runs import GIT, _tar
+from sparring.envs.swe.runs import GIT, TestRun, _tar
 from sparring.envs.swe.validation import ValidationConfig, ValidationResult, validate_artifact
 
 __all__ = [
@@ -283,7 +283,7 @@ def generate_bugs(
     config = config or ValidationConfig()
     report = GenerationReport(repo=repo)
     t0 = time.perf_counter()
-    pools = PoolSet(size=max(2, config.parallel))
+    pools = PoolSet(size=config.parallel + 1)  # the validation's runs plus the next mutant's
     try:
         passed = _reliable_passing(pools, spec, config.test_timeout, report)
         sandbox = pools.acquire(spec.image)
@@ -302,7 +302,9 @@ def generate_bugs(
             if artifact is None:
                 reason = "no_failing_test" if not failing else "no_weakenable_test"
             else:
-                result = validate_artifact(artifact, spec.image, pools.pool(spec.image), config)
+                # the original code's results are known (the image's clean runs): no need to run them again
+                baseline = TestRun(statuses={t: "passed" for t in passed if t.split("::")[0] in artifact.test_files})
+                result = validate_artifact(artifact, spec.image, pools.pool(spec.image), config, baseline=baseline)
                 report.validation_seconds.append(result.seconds)
                 reason = "valid" if result.valid else str(result.reason)
                 if result.valid:

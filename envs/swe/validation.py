@@ -50,7 +50,7 @@ class ValidationConfig:
     test_timeout: float = 300.0
     """Seconds one run of the test script may take."""
     parallel: int = 2
-    """Test runs at once (one container each)."""
+    """Test runs at once (one container each); the independent runs go side by side."""
 
 
 @dataclass
