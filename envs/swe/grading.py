@@ -35,8 +35,13 @@ __all__ = [
     "snapshot",
 ]
 
-#: Files the solver may not change for grading: pytest's configuration and conftest files.
-PROTECTED = re.compile(r"(^|/)(conftest\.py|pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml)$")
+#: Files whose changes grading drops: pytest's configuration and conftest files, interpreter start-up
+#: hooks, and top-level modules that would shadow the test runner (``python -m pytest`` puts /repo
+#: first on ``sys.path``).
+PROTECTED = re.compile(
+    r"(^|/)(conftest\.py|pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml|sitecustomize\.py|usercustomize\.py)$"
+    r"|\.pth$|^([^/]+/)?(pytest|_pytest|pluggy|py|iniconfig|packaging|xdist)(\.py|/)"
+)
 
 #: Bytes of the solver's tree read back at most (larger files are ignored, not graded).
 MAX_FILE_BYTES = 2 << 20

@@ -77,6 +77,8 @@ def test_reverse_of_the_bug_is_solved(env: Any) -> None:
         "printf 'import sys\\nsys.exit(0)\\n' > conftest.py",  # pytest plumbing
         "echo 'this is not python' >> inflection/__init__.py",  # collection fails
         "printf 'nothing.py\\n' > test_files.txt",  # edit a test_files.txt of its own
+        "printf 'import sys\\nsys.exit(0)\\n' > pytest.py",  # shadow the test runner
+        "echo 'import os' > sitecustomize.py",  # interpreter start-up hook
     ],
 )
 def test_adversarial_solvers_are_not_solved(env: Any, attack: str) -> None:
@@ -88,6 +90,8 @@ def test_adversarial_solvers_are_not_solved(env: Any, attack: str) -> None:
     outcome = info["outcome"]
     assert not outcome["solved"]
     assert outcome["missing"] or outcome["failing"] or outcome["error"]
+    if "pytest.py" in attack or "sitecustomize" in attack or "conftest" in attack:
+        assert outcome["ignored"]  # grading dropped the change instead of running it
 
 
 def test_collection_failure_reports_missing_tests(env: Any) -> None:
