@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,6 +48,27 @@ def docker_client(timeout: float = 120.0) -> docker.DockerClient:
         client.ping()
     except Exception as e:  # docker-py raises DockerException, requests' errors or OSError
         raise SparringError(f"the Docker engine is not reachable ({_short(e)}); {_engine_hint()}.") from None
+    return client
+
+
+_SHARED: dict[str | None, docker.DockerClient] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_client() -> docker.DockerClient:
+    """One client per process (and ``DOCKER_HOST``), checked once, for frequent calls.
+
+    Sandboxes are created and removed many times an episode batch; a fresh client each time would
+    cost a connection and a ping per call.
+
+    Raises:
+        SparringError: The engine does not answer on first use.
+    """
+    key = os.environ.get("DOCKER_HOST")
+    with _SHARED_LOCK:
+        client = _SHARED.get(key)
+        if client is None:
+            client = _SHARED[key] = docker_client()
     return client
 
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparring import SparringError
-from sparring.envs.swe.docker_engine import docker_client
+from sparring.envs.swe.docker_engine import docker_client, shared_client
 from sparring.envs.swe.sandbox_cleanup import (
     LABEL,
     OWNER_LABEL,
@@ -224,7 +224,7 @@ class Sandbox:
 
         limits = limits or SandboxLimits()
         install_exit_hooks()
-        api = docker_client().api
+        api = shared_client().api
         host_config = api.create_host_config(
             network_mode="none",
             mem_limit=limits.memory,
@@ -247,6 +247,8 @@ class Sandbox:
             raise SparringError(
                 f"image {image} is not there; build it (`sparring build base` for the base image)."
             ) from None
+        except Exception as e:  # the engine went away, or refused the configuration
+            raise SparringError(f"could not create a sandbox of {image} ({e}); check `sparring doctor`.") from None
         container_id = created["Id"]
         reaper().track(container_id)
         try:

@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from sparring.envs.swe.docker_engine import docker_client
+from sparring.envs.swe.docker_engine import docker_client, shared_client
 
 #: Label on everything the project creates at run time (images excepted).
 LABEL = "sparring"
@@ -87,7 +87,7 @@ class Reaper:
     def remove_now(self, container_id: str) -> None:
         """Remove a container and wait for it (an already removed one is fine)."""
         try:
-            docker_client().api.remove_container(container_id, force=True)
+            shared_client().api.remove_container(container_id, force=True)
         except Exception as e:  # NotFound, or removal already in progress
             if "No such container" not in str(e) and "already in progress" not in str(e):
                 raise
