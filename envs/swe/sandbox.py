@@ -30,6 +30,7 @@ import base64
 import json
 import posixpath
 import queue
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -174,6 +175,10 @@ class _Channel:
                 self.stderr = (self.stderr + payload)[-4096:]
 
     def close(self) -> None:
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked in receive()
+        except Exception:
+            pass
         for thing in (self._sock, self._keep):
             try:
                 thing.close()
@@ -208,7 +213,8 @@ class Sandbox:
         self.image = image
         self.limits = limits
         self._channel = channel
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one request at a time on the channel
+        self._close_lock = threading.Lock()
         self._closed = False
         self._broken: str | None = None
 
@@ -351,13 +357,24 @@ class Sandbox:
         return base64.b64decode(self._call({"op": "get_tar", "path": self._abs(path)})["data"])
 
     def close(self) -> None:
-        """Stop using the container; it is removed in the background (idempotent)."""
-        with self._lock:
+        """Stop using the container; it is removed in the background (idempotent).
+
+        Safe from another thread while a command runs: that command then returns a failed result.
+        """
+        with self._close_lock:
             if self._closed:
                 return
             self._closed = True
-            self._channel.close()
+        self._channel.close()
         reaper().remove(self.id)
+
+    def alive(self) -> bool:
+        """Whether the command server answers (a ready container someone removed does not)."""
+        try:
+            self._call({"op": "ping"}, 10.0)
+        except SparringError:
+            return False
+        return True
 
     @property
     def closed(self) -> bool:
@@ -506,7 +523,9 @@ class SandboxPool:
                     raise SparringError(f"no sandbox of {self.image} started within {timeout:.0f} s.") from None
                 continue
             self._slots.release()
-            return sandbox
+            if sandbox.alive():
+                return sandbox
+            sandbox.close()  # removed behind the pool's back: take the next one
 
     @property
     def ready(self) -> int:

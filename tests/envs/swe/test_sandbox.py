@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import tarfile
+import threading
 import uuid
 
 import pytest
@@ -209,6 +210,29 @@ def test_close_is_idempotent_and_closed_sandbox_refuses_work(pool):
     assert r.exit_code is None and "is closed" in r.stderr
     reaper().wait()
     assert sandbox.id not in {c["Id"] for c in labelled()}
+
+
+def test_close_from_another_thread_ends_a_running_command(pool):
+    sandbox = pool.acquire()
+    timer = threading.Timer(0.5, sandbox.close)
+    timer.start()
+    r = sandbox.exec("sleep 100", timeout=60)
+    timer.join()
+    assert r.exit_code is None and not r.timed_out and r.seconds == 0.0
+    assert r.stderr.startswith(f"[sparring: sandbox {sandbox.id[:12]} stopped")
+
+
+def test_pool_skips_a_ready_container_removed_behind_its_back():
+    docker_ready()
+    from sparring.envs.swe.docker_engine import docker_client
+
+    with SandboxPool(BASE_IMAGE, size=1) as pool:
+        assert pool.wait_ready()
+        doomed = pool._ready.queue[0]
+        docker_client().api.remove_container(doomed.id, force=True)
+        sandbox = pool.acquire()
+        assert sandbox.id != doomed.id and sandbox.exec("echo fine").stdout == "fine\n"
+        pool.release(sandbox)
 
 
 def test_missing_image_is_one_clear_error():
