@@ -11,9 +11,9 @@ Operations:
   timeout, and in any case once bash exits, the whole group is killed. Each stream keeps its first
   and last ``cap // 2`` bytes ({head, tail, total}).
 - ``write`` {path, data, mode, user} / ``read`` {path} -> {data}: one file.
-- ``put_tar`` {dest, data, user} / ``get_tar`` {path} -> {data}: a tar extracted into ``dest``
-  (owners as in the tar, or ``user`` when given) / a tar of ``path`` whose top entry is its base
-  name (like ``docker cp``).
+- ``put_tar`` {dest, data, user} / ``get_tar`` {path, max_file_bytes} -> {data}: a tar extracted
+  into ``dest`` (owners as in the tar, or ``user`` when given) / a tar of ``path`` whose top entry
+  is its base name (like ``docker cp``), without regular files larger than ``max_file_bytes``.
 
 A failing request answers {error: exception class name, message}. The sandbox passes this file's
 source to ``python3 -I -S -c``, so images need no copy of it and always run the current version.
@@ -329,9 +329,14 @@ def op_get_tar(req):
     path = req["path"].rstrip("/") or "/"
     if not os.path.lexists(path):
         raise FileNotFoundError(f"no such file or directory: {path}")
+    limit = req.get("max_file_bytes")
+
+    def small_enough(member):
+        return None if limit is not None and member.isfile() and member.size > limit else member
+
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(path, arcname=os.path.basename(path) or ".")
+        tar.add(path, arcname=os.path.basename(path) or ".", filter=small_enough)
     return {"data": base64.b64encode(buf.getvalue()).decode()}
 
 

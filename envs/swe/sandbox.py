@@ -348,13 +348,19 @@ class Sandbox:
             {"op": "put_tar", "dest": self._abs(dest), "data": base64.b64encode(tar_bytes).decode(), "user": user}
         )
 
-    def get_archive(self, path: str) -> bytes:
+    def get_archive(self, path: str, max_file_bytes: int | None = None) -> bytes:
         """A tar of ``path`` (file or folder) whose top entry is its base name, like ``docker cp``.
+
+        Args:
+            path: File or folder in the container.
+            max_file_bytes: Leave out regular files larger than this (an agent may have written
+                huge files to make the harness run out of memory).
 
         Raises:
             FileNotFoundError: There is no such path.
         """
-        return base64.b64decode(self._call({"op": "get_tar", "path": self._abs(path)})["data"])
+        request = {"op": "get_tar", "path": self._abs(path), "max_file_bytes": max_file_bytes}
+        return base64.b64decode(self._call(request)["data"])
 
     def close(self) -> None:
         """Stop using the container; it is removed in the background (idempotent).

@@ -200,6 +200,9 @@ def test_archives_roundtrip_like_docker_cp(box):
         assert member is not None and member.read() == b"X = 1\n"
     with pytest.raises(FileNotFoundError):
         box.get_archive("/repo/nothing")
+    assert box.exec("head -c 2000000 /dev/zero > /repo/mine/big.bin").ok
+    with tarfile.open(fileobj=io.BytesIO(box.get_archive("/repo/mine", max_file_bytes=1_000_000))) as tar:
+        assert "mine/big.bin" not in tar.getnames() and "mine/setup.cfg" in tar.getnames()
 
 
 def test_close_is_idempotent_and_closed_sandbox_refuses_work(pool):
