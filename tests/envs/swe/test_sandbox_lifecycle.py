@@ -112,3 +112,12 @@ def test_commands_needing_the_engine_say_how_to_start_it():
     assert "Traceback" not in done.stderr
     assert "the Docker engine is not reachable (no Docker socket at unix:///nonexistent/docker.sock)" in done.stderr
     assert "start the engine DOCKER_HOST=unix:///nonexistent/docker.sock points at, or unset DOCKER_HOST" in done.stderr
+
+
+def test_setup_does_not_try_to_start_an_engine_that_docker_host_points_elsewhere(monkeypatch):
+    from sparring import SparringError
+    from sparring.envs.swe.docker_engine import ensure_engine
+
+    monkeypatch.setenv("DOCKER_HOST", DEAD_ENGINE["DOCKER_HOST"])
+    with pytest.raises(SparringError, match="the Docker engine at DOCKER_HOST is not reachable: no Docker socket at"):
+        ensure_engine()
