@@ -49,6 +49,7 @@ MIN_SEED_MENTIONS = 3
 #: ... and at most this many: more are markup artefacts, not references to an entity.
 MAX_SEED_MENTIONS = 1000
 _SEED_MAX_WORDS = 4
+_SEED_TITLE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*\.?(?:[ -][A-Za-z0-9]+\.?)*$")
 _TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst"}
 
 
@@ -229,8 +230,8 @@ def _mentions(titles: dict[str, int], texts: Iterable[tuple[int, str, list[str]]
 
 
 def _seed_candidate(title: str) -> bool:
-    words = title.split()
-    return 1 <= len(words) <= _SEED_MAX_WORDS and 3 <= len(title) <= 40 and any(c.isalpha() for c in title)
+    """A title that reads as an answer: 1-4 plain words (no markup, symbols or stress marks)."""
+    return len(title.split()) <= _SEED_MAX_WORDS and 3 <= len(title) <= 40 and bool(_SEED_TITLE_RE.match(title))
 
 
 def _write_seeds(folder: Path, is_heldout: Callable[[str], bool]) -> int:
@@ -259,6 +260,53 @@ def _write_seeds(folder: Path, is_heldout: Callable[[str], bool]) -> int:
     return len(seeds)
 
 
+def _write_documents(work: Path, documents: Iterable[dict[str, Any]], described: str) -> dict[str, Any]:
+    """Write ``corpus.jsonl``, ``offsets.npy`` and ``heldout.jsonl``; return the statistics.
+
+    A held-out question's own entry is withheld from the corpus. Which questions are kept is known
+    only once every document has been read (a question must stay answerable), so the candidates
+    are buffered and the entries of questions not kept are written at the end.
+    """
+    from sparring.envs.search.heldout import heldout_row, save_heldout, select_heldout
+
+    offsets: list[int] = []
+    sources: Counter[str] = Counter()
+    tokens = 0
+    seen: set[str] = set()
+    candidates: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    known: set[str] = set()  # normalised titles and cross-references of the kept documents
+    with (work / "corpus.jsonl").open("wb") as fh:
+
+        def write(doc: dict[str, Any]) -> None:
+            nonlocal tokens
+            offsets.append(fh.tell())
+            fh.write(json.dumps(doc, ensure_ascii=False).encode("utf-8") + b"\n")
+            sources[str(doc.get("source", ""))] += 1
+            tokens += len(doc["contents"].split())
+
+        for doc in documents:
+            if doc["id"] in seen:
+                raise SparringError(f"document id {doc['id']!r} occurs twice in {described}; ids must be unique.")
+            seen.add(doc["id"])
+            row = heldout_row(doc)
+            if row is not None:
+                candidates.append((row, doc))
+                continue
+            known.add(normalize_answer(doc.get("title") or ""))
+            known.update(normalize_answer(link) for link in doc.get("links") or [])
+            write(doc)
+        chosen = select_heldout([row for row, _ in candidates], known)
+        withheld = {row["doc"] for row in chosen}
+        for _, doc in candidates:
+            if doc["id"] not in withheld:
+                write(doc)
+    if not offsets:
+        raise SparringError(f"{described} yielded no documents; check the source.")
+    np.save(work / "offsets.npy", np.asarray(offsets, dtype=np.int64))
+    save_heldout(work, chosen)
+    return {"documents": len(offsets), "tokens": tokens, "sources": sources, "heldout": len(chosen)}
+
+
 def build_corpus(
     source: str = "default",
     name: str | None = None,
@@ -279,7 +327,7 @@ def build_corpus(
     The corpus is written to a temporary folder next to the target and moved into place at the
     end, so a failed build leaves an earlier build intact.
     """
-    from sparring.envs.search.heldout import heldout_row, is_heldout, write_heldout
+    from sparring.envs.search.heldout import is_heldout, load_heldout
 
     documents, described = _documents(source)
     if name is None:
@@ -289,35 +337,11 @@ def build_corpus(
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     try:
-        offsets: list[int] = []
-        sources: Counter[str] = Counter()
-        tokens = 0
-        seen: set[str] = set()
-        heldout: list[dict[str, Any]] = []
-        known: set[str] = set()  # normalised titles and cross-references of the kept documents
         progress(f"reading {described}")
-        with (work / "corpus.jsonl").open("wb") as fh:
-            for doc in documents:
-                if doc["id"] in seen:
-                    raise SparringError(f"document id {doc['id']!r} occurs twice in {described}; ids must be unique.")
-                seen.add(doc["id"])
-                row = heldout_row(doc)
-                if row is not None:  # a held-out question's own entry is withheld from retrieval
-                    heldout.append(row)
-                    continue
-                known.add(normalize_answer(doc.get("title") or ""))
-                known.update(normalize_answer(link) for link in doc.get("links") or [])
-                offsets.append(fh.tell())
-                fh.write(json.dumps(doc, ensure_ascii=False).encode("utf-8") + b"\n")
-                sources[str(doc.get("source", ""))] += 1
-                tokens += len(doc["contents"].split())
-        if not offsets:
-            raise SparringError(f"{described} yielded no documents; check the source.")
-        np.save(work / "offsets.npy", np.asarray(offsets, dtype=np.int64))
-        info: dict[str, Any] = {"name": name, "source": described, "documents": len(offsets), "tokens": tokens}
-        info |= {"sources": sources, "withheld": len(heldout), "heldout": write_heldout(work, heldout, known)}
-        held = {normalize_answer(a) for row in heldout for a in row["answers"]}
-        progress(f"{len(offsets)} documents, {info['heldout']} held-out questions; finding seed answers")
+        info: dict[str, Any] = {"name": name, "source": described}
+        info |= _write_documents(work, documents, described)
+        held = {normalize_answer(a) for row in load_heldout(work) for a in row["answers"]}
+        progress(f"{info['documents']} documents, {info['heldout']} held-out questions; finding seed answers")
         info["seeds"] = _write_seeds(work, lambda title: is_heldout(title) or normalize_answer(title) in held)
         (work / "info.json").write_text(json.dumps(info, indent=2))
         if index:

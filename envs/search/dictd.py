@@ -16,6 +16,7 @@ in order, in the document's ``links``.
 from __future__ import annotations
 
 import gzip
+import os
 import re
 import shutil
 import subprocess
@@ -105,6 +106,9 @@ def fetch_databases(names: list[str], cache_dir: Path | None = None) -> dict[str
             )
     packages = [DICTD_PACKAGES[n] for n in missing]
     run = subprocess.run(["apt-get", "download", *packages], cwd=cache, capture_output=True, text=True)
+    if run.returncode != 0 and os.geteuid() == 0:  # a fresh machine may have no package lists yet
+        subprocess.run(["apt-get", "update", "-q"], capture_output=True, text=True)
+        run = subprocess.run(["apt-get", "download", *packages], cwd=cache, capture_output=True, text=True)
     if run.returncode != 0:
         raise SparringError(
             f"`apt-get download {' '.join(packages)}` failed ({run.stderr.strip()[-300:]}); "

@@ -16,7 +16,8 @@ words). The entry a question is made from is withheld from the corpus, so the qu
 cannot be found verbatim: the solver has to reach the answer through other entries (GCIDE's entry
 for the same word, cross-references, synonyms). A question is kept only if one of its answers is
 still the title or a cross-reference of some remaining document, so every question is answerable
-from the corpus.
+from the corpus; the entries of questions not kept (unanswerable, or beyond ``MAX_QUESTIONS``)
+stay in the corpus.
 """
 
 from __future__ import annotations
@@ -30,7 +31,15 @@ from typing import Any
 from sparring import SparringError
 from sparring.envs.search.scoring import answer_in_text, normalize_answer
 
-__all__ = ["HELDOUT_PERMILLE", "heldout_row", "is_heldout", "load_heldout", "question_for", "write_heldout"]
+__all__ = [
+    "HELDOUT_PERMILLE",
+    "heldout_row",
+    "is_heldout",
+    "load_heldout",
+    "question_for",
+    "save_heldout",
+    "select_heldout",
+]
 
 #: Share of headwords held out, in thousandths.
 HELDOUT_PERMILLE = 20
@@ -113,9 +122,9 @@ def heldout_row(doc: dict[str, Any]) -> dict[str, Any] | None:
     return {"question": question, "answers": _answers(doc | {"title": title}), "doc": doc["id"]}
 
 
-def write_heldout(folder: Path, rows: list[dict[str, Any]], known: set[str]) -> int:
-    """Write ``heldout.jsonl``: the answerable rows (an answer is a ``known`` normalised title or
-    cross-reference of the remaining corpus), one per answer, ordered by hash, at most ``MAX_QUESTIONS``.
+def select_heldout(rows: list[dict[str, Any]], known: set[str]) -> list[dict[str, Any]]:
+    """The answerable rows (an answer is a ``known`` normalised title or cross-reference of the
+    corpus), one per answer, ordered by hash, at most ``MAX_QUESTIONS``, numbered ``heldout-NNNN``.
     """
     best: dict[str, dict[str, Any]] = {}
     for row in rows:
@@ -123,10 +132,14 @@ def write_heldout(folder: Path, rows: list[dict[str, Any]], known: set[str]) -> 
         if key not in best and any(normalize_answer(a) in known for a in row["answers"]):
             best[key] = row
     ordered = sorted(best.values(), key=lambda r: _hash(r["answers"][0]))[:MAX_QUESTIONS]
+    return [{"id": f"heldout-{n:04d}", **row} for n, row in enumerate(ordered)]
+
+
+def save_heldout(folder: Path, rows: list[dict[str, Any]]) -> None:
+    """Write ``heldout.jsonl`` in ``folder``."""
     with (Path(folder) / "heldout.jsonl").open("w") as fh:
-        for n, row in enumerate(ordered):
-            fh.write(json.dumps({"id": f"heldout-{n:04d}", **row}, ensure_ascii=False) + "\n")
-    return len(ordered)
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def load_heldout(folder: Path, limit: int | None = None) -> list[dict[str, Any]]:

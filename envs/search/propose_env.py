@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from sparring import SparringError
 from sparring.envs.core import tool
 from sparring.envs.search.filters import ProposalRules, check_proposal
 from sparring.envs.search.rewards import SearchRewards, proposer_reward
@@ -78,6 +79,7 @@ class SearchProposeEnv(SearchToolEnv):
         noise_pool: NoisePool | None = None,
         max_hops: int = 3,
         solve_rate_fn: Callable[[dict[str, Any]], float] | None = None,
+        seed_sources: tuple[str, ...] | None = None,
         **kwargs: Any,
     ):
         """Create the env.
@@ -93,6 +95,8 @@ class SearchProposeEnv(SearchToolEnv):
             max_hops: Hop counts are drawn from 1..max_hops.
             solve_rate_fn: Given the validated task (``question``, ``answers``), returns the solve
                 rate of the solver; when set, valid questions get ``1 − solve rate`` at once.
+            seed_sources: Draw seeds only from documents of these sources (the id prefix before
+                ``:``, e.g. ``("foldoc", "jargon")``); None draws from every source.
             **kwargs: See :class:`~sparring.envs.search.search_env.SearchToolEnv`.
         """
         super().__init__(max_turns=max_turns, **kwargs)
@@ -103,14 +107,18 @@ class SearchProposeEnv(SearchToolEnv):
         self.noise_pool = noise_pool or NoisePool()
         self.max_hops = int(max_hops)
         self.solve_rate_fn = solve_rate_fn
+        self.seed_sources = seed_sources
+        self._seeds: list[dict[str, Any]] | None = None
 
     def _draw_task(self) -> dict[str, Any]:
-        seeds = self.corpus.seeds()
+        if self._seeds is None:
+            wanted = self.seed_sources
+            self._seeds = [s for s in self.corpus.seeds() if not wanted or s["doc"].split(":", 1)[0] in wanted]
+        seeds = self._seeds
         if not seeds:
-            from sparring import SparringError
-
             raise SparringError(
-                f"corpus {self.corpus_name!r} has no seed answers; rebuild it with `sparring corpus build`."
+                f"corpus {self.corpus_name!r} has no seed answers (from sources {self.seed_sources or 'any'}); "
+                "rebuild it with `sparring corpus build` or change seed_sources."
             )
         seed = seeds[int(self.np_random.integers(len(seeds)))]
         hops = int(self.np_random.integers(1, self.max_hops + 1))

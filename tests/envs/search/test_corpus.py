@@ -107,6 +107,19 @@ def test_folder_and_jsonl_builders(tmp_path: Path):
     assert again.info["documents"] == 2 and again.info["sources"] == {"flashrag": 2}
 
 
+def test_a_corpus_without_links_finds_seeds_by_mention(tmp_path: Path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "kepler.md").write_text("# Johannes Kepler\nAn astronomer who found the laws of planetary motion.")
+    for n, text in enumerate(
+        ["Johannes Kepler used Tycho's data.", "The laws of johannes kepler.", "Johannes Kepler!"]
+    ):
+        (docs / f"note{n}.txt").write_text(text)
+    (docs / "other.txt").write_text("Nothing here mentions the astronomer.")
+    corpus = Corpus(build_corpus(str(docs), str(tmp_path / "c")))
+    assert [(s["answer"], s["doc"], s["mentions"]) for s in corpus.seeds()] == [("Johannes Kepler", "kepler.md", 3)]
+
+
 def test_a_missing_corpus_is_a_clear_error(tmp_path: Path):
     with pytest.raises(SparringError, match="sparring corpus build"):
         Corpus(tmp_path / "nothing")

@@ -55,6 +55,14 @@ def test_a_scripted_proposer_is_accepted_by_a_real_validator(corpus: Corpus):
     assert reward == 0.0 and env.get_reward() == 0.0
 
 
+def test_seeds_are_drawn_from_the_chosen_sources(corpus: Corpus):
+    env = SearchProposeEnv(seed_sources=("foldoc", "jargon"))
+    for seed in range(5):
+        obs, info = env.reset(seed=seed)
+        assert info["task"]["doc"].split(":")[0] in {"foldoc", "jargon"} and 1 <= info["task"]["hops"] <= 3
+        assert info["task"]["answer"] in obs
+
+
 def test_the_proposer_reward_is_one_minus_the_solve_rate(corpus: Corpus):
     env = SearchProposeEnv(solve_rate_fn=lambda task: 0.25)
     reward, info = _propose(
