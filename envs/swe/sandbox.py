@@ -30,6 +30,7 @@ import base64
 import json
 import posixpath
 import queue
+import select
 import socket
 import threading
 import time
@@ -173,6 +174,14 @@ class _Channel:
                 self._stdout += payload
             else:
                 self.stderr = (self.stderr + payload)[-4096:]
+
+    def hung_up(self) -> bool:
+        """Whether the engine closed the stream (the container is gone); costs no round trip."""
+        try:
+            readable, _, _ = select.select([self._sock], [], [], 0)
+            return bool(readable) and self._sock.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
 
     def close(self) -> None:
         try:
@@ -375,12 +384,8 @@ class Sandbox:
         reaper().remove(self.id)
 
     def alive(self) -> bool:
-        """Whether the command server answers (a ready container someone removed does not)."""
-        try:
-            self._call({"op": "ping"}, 10.0)
-        except SparringError:
-            return False
-        return True
+        """Whether the container still runs: not closed, not broken, its stream still open."""
+        return not (self._closed or self._broken or self._channel.hung_up())
 
     @property
     def closed(self) -> bool:
