@@ -102,6 +102,9 @@ def _static_checks(artifact: BugArtifact, config: ValidationConfig, checks: dict
     """Checks 1 (coverage part) and 4 on the artifact's text; returns the bug's changed files."""
     if not artifact.test_files:
         raise _Rejected("test_files", "test_files.txt lists no test file.")
+    outside = [p for p in artifact.test_files if p.startswith("/") or ".." in p.split("/")]
+    if outside:
+        raise _Rejected("test_files", f"test_files.txt names {outside}; list paths relative to /repo, inside it.")
     uncovered = [p for p in diff_files(artifact.test_weaken_diff) if p not in artifact.test_files]
     if uncovered:
         raise _Rejected("test_files", f"test_weaken.diff changes {uncovered}, which test_files.txt does not list.")

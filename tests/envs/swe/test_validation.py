@@ -52,3 +52,11 @@ def test_baseline_is_reused(pool: Any, files: dict[str, str]) -> None:  # noqa: 
     assert baseline.statuses and baseline.parse_error is None
     result = validate_artifact(art, pool.image, pool, baseline=baseline)
     assert result.valid and "original" in result.runs
+
+
+def test_test_files_must_stay_inside_the_repository(pool: Any, files: dict[str, str]) -> None:  # noqa: F811
+    from dataclasses import replace
+
+    art = replace(good_artifact(files), test_files=[TESTS, "../etc/passwd"])
+    result = validate_artifact(art, pool.image, pool)
+    assert result.reason == "test_files" and "inside" in result.detail and result.runs == {}
