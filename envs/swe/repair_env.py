@@ -121,7 +121,14 @@ class SWERepairEnv(SandboxTools, TextEnv):
         self.last_changes = None
         artifact = BugArtifact.from_dict(task["artifact"])
         self._sandbox = self._pools.acquire(task["image"])
-        setup_solver_repo(self._sandbox, artifact)
+        try:
+            setup_solver_repo(self._sandbox, artifact)
+        except RuntimeError as e:
+            self._release()
+            raise SparringError(
+                f"bug {task['id']} does not fit the image {task['image']} ({e}); regenerate it with "
+                f"`sparring bugs generate --repo {task.get('repo', 'NAME')}`."
+            ) from None
         self._start = snapshot(self._sandbox)
         return REPAIR_PROMPT.format(tests_diff=reverse_diff(artifact.test_weaken_diff))
 
