@@ -144,3 +144,17 @@ def test_check_env_with_a_real_container(task: dict[str, Any]) -> None:
     finally:
         env.close()
     env.close()  # idempotent
+
+
+def test_a_bug_that_no_longer_fits_its_image_is_a_clear_error(task: dict[str, Any]) -> None:
+    from sparring import SparringError
+
+    broken = json.loads(json.dumps(task))
+    broken["artifact"]["bug_inject_diff"] = broken["artifact"]["bug_inject_diff"].replace("(11, 12, 13)", "(1, 2)")
+    env = SWERepairEnv(max_turns=2, tasks=[broken])
+    try:
+        with pytest.raises(SparringError, match="regenerate it with `sparring bugs generate --repo inflection`"):
+            env.reset(seed=0)
+        assert env._sandbox is None  # the container was given back
+    finally:
+        env.close()
