@@ -53,6 +53,11 @@ def test_solver_repository_has_no_history_of_the_fix(env: Any, task: dict[str, A
     assert found.stdout.strip() == "", found.stdout
     objects = box.exec(f"git cat-file --batch-all-objects --batch | grep -cF '{ORIGINAL_LINE}'")
     assert objects.stdout.strip() == "0"
+    # nor the weakening: the artifact's diffs are gone and the weakened-away assertion is nowhere
+    diffs = box.exec("find / -xdev \\( -name '*inject*.diff' -o -name '*weaken*.diff' \\) -print", user="root")
+    assert diffs.ok and diffs.stdout.strip() == ""
+    weakened_away = "assert ordinalized == number + inflection.ordinal(number)"
+    assert box.exec(f"{search} '{weakened_away}' / 2>/dev/null", user="root", timeout=120).stdout.strip() == ""
     assert box.exec("git status --porcelain").stdout == ""
     # the weakened tests pass in the solver's repository: the bug is hidden
     assert box.exec(f"python -m pytest -q -p no:cacheprovider {TESTS} -k ordinal", timeout=120).ok
