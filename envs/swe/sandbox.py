@@ -27,11 +27,8 @@ Example::
 from __future__ import annotations
 
 import base64
-import json
 import posixpath
 import queue
-import select
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -39,6 +36,7 @@ from typing import Any
 
 from sparring import SparringError
 from sparring.envs.swe.docker_engine import docker_client, shared_client
+from sparring.envs.swe.sandbox_channel import REPLY_GRACE_S, AttachChannel, decode_stream, raise_remote, server_command
 from sparring.envs.swe.sandbox_cleanup import (
     LABEL,
     OWNER_LABEL,
@@ -65,8 +63,6 @@ DEFAULT_USER = "sparring"
 #: Capabilities kept for the command server and root harness commands (chown, read any file,
 #: switch to the sandbox user, kill its processes); the sandbox user's processes get none.
 HARNESS_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"]
-#: Seconds the host waits beyond a command's own timeout before it gives the container up.
-REPLY_GRACE_S = 30.0
 #: Seconds a file or archive transfer may take.
 FILE_OP_TIMEOUT_S = 300.0
 #: Seconds a new container may take to answer its first request.
@@ -129,84 +125,6 @@ class ExecResult:
         return self.stdout + self.stderr
 
 
-class _Channel:
-    """The attach socket of a container: newline-framed JSON requests in, Docker's stream frames out."""
-
-    def __init__(self, attached: Any):
-        self._keep = attached  # docker-py's wrapper; keeps the HTTP response (and TLS) alive
-        self._sock = getattr(attached, "_sock", attached)
-        self._frames = bytearray()  # bytes received, not yet split into Docker frames
-        self._stdout = bytearray()  # the server's stdout, not yet split into lines
-        self._scanned = 0  # bytes of _stdout already known to hold no newline
-        self.stderr = bytearray()  # the last bytes the server wrote to stderr (a crash's traceback)
-
-    def send(self, request: dict[str, Any]) -> None:
-        self._sock.settimeout(REPLY_GRACE_S)
-        self._sock.sendall(json.dumps(request).encode() + b"\n")
-
-    def receive(self, deadline: float) -> dict[str, Any]:
-        while True:
-            newline = self._stdout.find(b"\n", self._scanned)
-            if newline >= 0:
-                line = bytes(self._stdout[:newline])
-                del self._stdout[: newline + 1]
-                self._scanned = 0
-                return json.loads(line)
-            self._scanned = len(self._stdout)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError("no answer in time")
-            self._sock.settimeout(remaining)
-            data = self._sock.recv(1 << 20)
-            if not data:
-                raise EOFError("the command server closed its output")
-            self._frames += data
-            self._split_frames()
-
-    def _split_frames(self) -> None:
-        while len(self._frames) >= 8:
-            size = int.from_bytes(self._frames[4:8], "big")
-            if len(self._frames) < 8 + size:
-                return
-            stream, payload = self._frames[0], self._frames[8 : 8 + size]
-            del self._frames[: 8 + size]
-            if stream == 1:
-                self._stdout += payload
-            else:
-                self.stderr = (self.stderr + payload)[-4096:]
-
-    def hung_up(self) -> bool:
-        """Whether the engine closed the stream (the container is gone); costs no round trip."""
-        try:
-            readable, _, _ = select.select([self._sock], [], [], 0)
-            return bool(readable) and self._sock.recv(1, socket.MSG_PEEK) == b""
-        except (OSError, ValueError):
-            return True
-
-    def close(self) -> None:
-        try:
-            self._sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked in receive()
-        except Exception:
-            pass
-        for thing in (self._sock, self._keep):
-            try:
-                thing.close()
-            except Exception:
-                pass
-
-
-def _server_command() -> list[str]:
-    from sparring.envs.swe.base_image import containers_dir
-
-    global _SERVER_SOURCE
-    if _SERVER_SOURCE is None:
-        _SERVER_SOURCE = (containers_dir() / "cmdserver.py").read_text()
-    return ["/usr/bin/python3", "-I", "-S", "-c", _SERVER_SOURCE]
-
-
-_SERVER_SOURCE: str | None = None
-
-
 class Sandbox:
     """One running container and its command server; made by :meth:`create` or a :class:`SandboxPool`.
 
@@ -216,7 +134,7 @@ class Sandbox:
         limits: Its resource limits.
     """
 
-    def __init__(self, container_id: str, image: str, limits: SandboxLimits, channel: _Channel):
+    def __init__(self, container_id: str, image: str, limits: SandboxLimits, channel: AttachChannel):
         """Wrap a started container whose command server answers on ``channel`` (use :meth:`create`)."""
         self.id = container_id
         self.image = image
@@ -256,7 +174,7 @@ class Sandbox:
         all_labels = {**(labels or {}), LABEL: "1", OWNER_LABEL: owner_id()}
         try:
             created = api.create_container(
-                image, command=_server_command(), stdin_open=True, user="0", labels=all_labels, host_config=host_config
+                image, command=server_command(), stdin_open=True, user="0", labels=all_labels, host_config=host_config
             )
         except docker.errors.ImageNotFound:
             raise SparringError(
@@ -267,7 +185,7 @@ class Sandbox:
         container_id = created["Id"]
         reaper().track(container_id)
         try:
-            channel = _Channel(
+            channel = AttachChannel(
                 api.attach_socket(container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
             )
             api.start(container_id)
@@ -308,8 +226,8 @@ class Sandbox:
             reply = self._call(request, timeout + REPLY_GRACE_S)
         except (SparringError, OSError) as e:  # a dead or wrecked container is the agent's observation
             return ExecResult(exit_code=None, stdout="", stderr=f"[sparring: {e}]\n")
-        stdout, cut_out = _decode(reply["out"])
-        stderr, cut_err = _decode(reply["err"])
+        stdout, cut_out = decode_stream(reply["out"])
+        stderr, cut_err = decode_stream(reply["err"])
         if reply["timed_out"]:
             stderr += f"\n[sparring: the command timed out after {timeout:g} s and its processes were killed]\n"
         elif reply["oom"]:
@@ -420,38 +338,8 @@ class Sandbox:
                 self._broken = f"sandbox {self.id[:12]} {why}{': ' + crash[0] if crash else ''}; reset the episode"
                 raise SparringError(self._broken) from None
         if "error" in reply:
-            _raise_remote(reply, request)
+            raise_remote(reply, request)
         return reply
-
-
-def _decode(part: dict[str, Any]) -> tuple[str, int]:
-    """Text of a capped stream and how many bytes were cut from its middle."""
-    head, tail = base64.b64decode(part["head"]), base64.b64decode(part["tail"])
-    cut = part["total"] - len(head) - len(tail)
-    if cut <= 0:
-        return (head + tail).decode(errors="replace"), 0
-    marker = f"\n[... {cut} bytes cut ...]\n"
-    return head.decode(errors="replace") + marker + tail.decode(errors="replace"), cut
-
-
-_REMOTE_ERRORS: dict[str, type[OSError]] = {
-    "FileNotFoundError": FileNotFoundError,
-    "IsADirectoryError": IsADirectoryError,
-    "NotADirectoryError": NotADirectoryError,
-    "PermissionError": PermissionError,
-    "FileExistsError": FileExistsError,
-}
-
-
-def _raise_remote(reply: dict[str, Any], request: dict[str, Any]) -> None:
-    error = _REMOTE_ERRORS.get(reply["error"])
-    if error is not None:
-        raise error(reply["message"])
-    if reply["error"] == "KeyError" and "getpwnam" in reply["message"]:
-        raise SparringError(
-            f"the sandbox image has no user {request.get('user')!r}; use an image built on the base image."
-        )
-    raise SparringError(f"sandbox {request['op']} failed: {reply['error']}: {reply['message']}")
 
 
 class SandboxPool:

@@ -1,0 +1,130 @@
+"""The host's side of a sandbox's command server: the attach socket, its framing and its answers.
+
+Requests go to the container's stdin as one ASCII JSON line each; answers come back on its stdout,
+wrapped in Docker's stream frames (an 8-byte header: stream, 3 zero bytes, big-endian size), which
+:class:`AttachChannel` takes apart. The server itself is ``containers/cmdserver.py``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import select
+import socket
+import time
+from typing import Any
+
+from sparring import SparringError
+
+#: Seconds the host waits beyond a command's own timeout before it gives the container up.
+REPLY_GRACE_S = 30.0
+
+
+class AttachChannel:
+    """The attach socket of a container: newline-framed JSON requests in, Docker's stream frames out."""
+
+    def __init__(self, attached: Any):
+        self._keep = attached  # docker-py's wrapper; keeps the HTTP response (and TLS) alive
+        self._sock = getattr(attached, "_sock", attached)
+        self._frames = bytearray()  # bytes received, not yet split into Docker frames
+        self._stdout = bytearray()  # the server's stdout, not yet split into lines
+        self._scanned = 0  # bytes of _stdout already known to hold no newline
+        self.stderr = bytearray()  # the last bytes the server wrote to stderr (a crash's traceback)
+
+    def send(self, request: dict[str, Any]) -> None:
+        self._sock.settimeout(REPLY_GRACE_S)
+        self._sock.sendall(json.dumps(request).encode() + b"\n")
+
+    def receive(self, deadline: float) -> dict[str, Any]:
+        while True:
+            newline = self._stdout.find(b"\n", self._scanned)
+            if newline >= 0:
+                line = bytes(self._stdout[:newline])
+                del self._stdout[: newline + 1]
+                self._scanned = 0
+                return json.loads(line)
+            self._scanned = len(self._stdout)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("no answer in time")
+            self._sock.settimeout(remaining)
+            data = self._sock.recv(1 << 20)
+            if not data:
+                raise EOFError("the command server closed its output")
+            self._frames += data
+            self._split_frames()
+
+    def _split_frames(self) -> None:
+        while len(self._frames) >= 8:
+            size = int.from_bytes(self._frames[4:8], "big")
+            if len(self._frames) < 8 + size:
+                return
+            stream, payload = self._frames[0], self._frames[8 : 8 + size]
+            del self._frames[: 8 + size]
+            if stream == 1:
+                self._stdout += payload
+            else:
+                self.stderr = (self.stderr + payload)[-4096:]
+
+    def hung_up(self) -> bool:
+        """Whether the engine closed the stream (the container is gone); costs no round trip."""
+        try:
+            readable, _, _ = select.select([self._sock], [], [], 0)
+            return bool(readable) and self._sock.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
+
+    def close(self) -> None:
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked in receive()
+        except Exception:
+            pass
+        for thing in (self._sock, self._keep):
+            try:
+                thing.close()
+            except Exception:
+                pass
+
+
+def server_command() -> list[str]:
+    """The container command: the system python running the command server's source (no copy in the image)."""
+    from sparring.envs.swe.base_image import containers_dir
+
+    global _SERVER_SOURCE
+    if _SERVER_SOURCE is None:
+        _SERVER_SOURCE = (containers_dir() / "cmdserver.py").read_text()
+    return ["/usr/bin/python3", "-I", "-S", "-c", _SERVER_SOURCE]
+
+
+_SERVER_SOURCE: str | None = None
+
+
+def decode_stream(part: dict[str, Any]) -> tuple[str, int]:
+    """Text of a capped stream and how many bytes were cut from its middle."""
+    head, tail = base64.b64decode(part["head"]), base64.b64decode(part["tail"])
+    cut = part["total"] - len(head) - len(tail)
+    if cut <= 0:
+        return (head + tail).decode(errors="replace"), 0
+    marker = f"\n[... {cut} bytes cut ...]\n"
+    return head.decode(errors="replace") + marker + tail.decode(errors="replace"), cut
+
+
+_REMOTE_ERRORS: dict[str, type[OSError]] = {
+    "FileNotFoundError": FileNotFoundError,
+    "IsADirectoryError": IsADirectoryError,
+    "NotADirectoryError": NotADirectoryError,
+    "PermissionError": PermissionError,
+    "FileExistsError": FileExistsError,
+}
+
+
+def raise_remote(reply: dict[str, Any], request: dict[str, Any]) -> None:
+    """Raise the host-side error for a failed request: the matching OSError, else SparringError."""
+    error = _REMOTE_ERRORS.get(reply["error"])
+    if error is not None:
+        raise error(reply["message"])
+    if reply["error"] == "KeyError" and "getpwnam" in reply["message"]:
+        raise SparringError(
+            f"the sandbox image has no user {request.get('user')!r}; use an image built on the base image."
+        )
+    raise SparringError(f"sandbox {request['op']} failed: {reply['error']}: {reply['message']}")
