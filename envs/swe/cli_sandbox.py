@@ -7,13 +7,17 @@ setup and doctor "docker engine" and "base image".
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import typer
 
 from sparring import SparringError
 
+if TYPE_CHECKING:
+    from sparring.cli import Requirement
 
-def requirements() -> list:
+
+def requirements() -> list[Requirement]:
     """The Docker engine, then the base image (setup order)."""
     from sparring.cli import Requirement
     from sparring.envs.swe import base_image, docker_engine
