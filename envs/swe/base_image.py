@@ -270,17 +270,19 @@ def apt_mirror(root: Path = Path("/")) -> str:
     """
     if os.environ.get("SPARRING_APT_MIRROR"):
         return os.environ["SPARRING_APT_MIRROR"]
-    suites = {SUITE, _host_codename(root)}
+    suites = {SUITE, _debian_codename(root)}
     for source in apt_sources(root):
         if source.suite in suites and "main" in source.components and source.uri.startswith(("http://", "https://")):
             return source.uri
     raise SparringError("found no Debian mirror in the host's apt sources; set SPARRING_APT_MIRROR to one.")
 
 
-def _host_codename(root: Path) -> str:
+def _debian_codename(root: Path) -> str:
+    """The host's Debian release name; bookworm on other systems (an Ubuntu mirror has no Debian)."""
     release = root / "etc" / "os-release"
-    if release.is_file():
-        match = re.search(r"^VERSION_CODENAME=\"?([a-z]+)", release.read_text(), re.M)
+    text = release.read_text() if release.is_file() else ""
+    if re.search(r"^ID=\"?debian\"?$", text, re.M):
+        match = re.search(r"^VERSION_CODENAME=\"?([a-z]+)", text, re.M)
         if match:
             return match.group(1)
     return SUITE

@@ -38,7 +38,8 @@ deb https://packages.cloud.google.com/apt cloud-sdk-bookworm main
 
 def make_root(tmp_path: Path, codename: str, sources: str = "", sources_list: str = "") -> Path:
     (tmp_path / "etc" / "apt" / "sources.list.d").mkdir(parents=True)
-    (tmp_path / "etc" / "os-release").write_text(f'NAME="Debian GNU/Linux"\nVERSION_CODENAME={codename}\n')
+    distro = "ubuntu" if codename == "jammy" else "debian"
+    (tmp_path / "etc" / "os-release").write_text(f"ID={distro}\nVERSION_CODENAME={codename}\n")
     if sources:
         (tmp_path / "etc" / "apt" / "sources.list.d" / "debian.sources").write_text(sources)
     if sources_list:
@@ -59,6 +60,13 @@ def test_mirror_from_a_one_line_sources_list(tmp_path, monkeypatch):
     monkeypatch.delenv("SPARRING_APT_MIRROR", raising=False)
     root = make_root(tmp_path, "bookworm", sources_list=ONE_LINE + "deb http://ftp.example.net/debian/ bookworm main\n")
     assert apt_mirror(root) == "http://ftp.example.net/debian/"
+
+
+def test_an_ubuntu_mirror_is_not_taken_for_debian(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPARRING_APT_MIRROR", raising=False)
+    root = make_root(tmp_path, "jammy", sources_list="deb http://archive.ubuntu.com/ubuntu jammy main restricted\n")
+    with pytest.raises(SparringError, match="found no Debian mirror"):
+        apt_mirror(root)
 
 
 def test_no_mirror_is_one_clear_error_and_the_variable_overrides(tmp_path, monkeypatch):
