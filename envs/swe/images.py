@@ -393,10 +393,16 @@ def ensure_repo_image(
         "docker build (no network)",
         lambda: _build(spec, folder, building, {"sparring.repo": spec.name, INPUTS_LABEL: inputs}),
     )
-    runs = timed(
-        "suite", "running the test suite twice", lambda: _clean_runs(spec, building, timeout=max(3 * limit_s, 120.0))
-    )
-    passed, skipped, excluded = _judge(spec, runs, limit_s)
+    try:
+        runs = timed(
+            "suite",
+            "running the test suite twice",
+            lambda: _clean_runs(spec, building, timeout=max(3 * limit_s, 120.0)),
+        )
+        passed, skipped, excluded = _judge(spec, runs, limit_s)
+    except SparringError:
+        _remove_tag(building)  # an image that failed verification is not left behind
+        raise
     seconds["total"] = round(time.perf_counter() - t_total, 2)
     manifest = RepoManifest(
         name=spec.name,
