@@ -434,10 +434,10 @@ def _recipe_path() -> Path:
 
 
 def _remove_tag(tag: str) -> None:
-    """Drop the temporary tag (the layers stay: the final image is built on them)."""
+    """Drop the temporary tag; its layers stay where the final image is built on them."""
     from sparring.envs.swe.docker_engine import docker_client
 
     try:
-        docker_client().images.remove(tag, noprune=True)
+        docker_client().images.remove(tag)
     except Exception:  # already gone: nothing to tidy
         pass
