@@ -76,7 +76,7 @@ def setup_solver_repo(sandbox: Any, artifact: BugArtifact) -> None:
 
 def snapshot(sandbox: Any, root: str = "/repo") -> dict[str, bytes]:
     """The regular files under ``root`` (no ``.git``, no bytecode), path -> bytes, read from the container."""
-    data = sandbox.get_archive(root)
+    data = sandbox.get_archive(root, max_file_bytes=MAX_FILE_BYTES)
     files: dict[str, bytes] = {}
     base = posixpath.basename(root.rstrip("/"))
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
