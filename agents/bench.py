@@ -26,8 +26,12 @@ def bench_rollout(
     max_turns: int = 3,
     max_new_tokens: int = 64,
     device: str = "cpu",
+    env_kwargs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Play ``episodes`` episodes concurrently and then sequentially; return the figures."""
+    """Play ``episodes`` episodes concurrently and then sequentially; return the figures.
+
+    ``env_kwargs`` go to ``gym.make`` (e.g. ``{"topk": 2}`` for shorter search results).
+    """
     import gymnasium as gym
     import torch
 
@@ -36,13 +40,17 @@ def bench_rollout(
 
     generator = HFGenerator(None if model in (None, "default") else model, device=device)
     sampling = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
-    specs = [EpisodeSpec(lambda: gym.make(env_id, max_turns=max_turns), seed=s, env_id=env_id) for s in range(episodes)]
+    specs = [
+        EpisodeSpec(lambda: gym.make(env_id, max_turns=max_turns, **(env_kwargs or {})), seed=s, env_id=env_id)
+        for s in range(episodes)
+    ]
     # Warm-up: open the env's shared resources (corpus, index) and the model's kernels outside the timings.
     warm = RunnerConfig(concurrency=1, sampling=SamplingParams(0.0, max_new_tokens=2), max_turns=1, progress=False)
     EpisodeRunner(generator, warm).run(specs[:1])
 
     runs = {}
     for label, concurrency in (("concurrent", episodes), ("sequential", 1)):
+        generator.clear_cache()  # both runs start cold
         runner = EpisodeRunner(generator, RunnerConfig(concurrency=concurrency, sampling=sampling, progress=False))
         t0 = time.perf_counter()
         eps = runner.run(specs)
@@ -53,6 +61,7 @@ def bench_rollout(
 
             raise SparringError(f"{len(failed)} rollout episode(s) failed, e.g. {failed[0]}; fix the env, then rerun.")
         runs[label] = (runner.stats, wall, eps)
+        prompt_tokens = sum(ep.action_mask.count(False) for ep in eps)
 
     stats, wall, eps = runs["concurrent"]
     seq_stats, seq_wall, seq_eps = runs["sequential"]
@@ -60,6 +69,7 @@ def bench_rollout(
     return {
         "bench": "rollout",
         "env": env_id,
+        "env_kwargs": env_kwargs or {},
         "model": generator.name.rsplit("/", 1)[-1],
         "backend": "hf",
         "device": device,
@@ -70,6 +80,7 @@ def bench_rollout(
         "max_new_tokens": max_new_tokens,
         "turns": sum(len(ep.turns) for ep in eps),
         "generated_tokens": stats.generated_tokens,
+        "prompt_and_observation_tokens": prompt_tokens,
         "tokens_per_s": round(stats.generated_tokens / wall, 2),
         "episodes_per_min": round(60 * len(eps) / wall, 2),
         "env_wait_fraction": round(stats.env_wait_seconds / wall, 4),

@@ -108,13 +108,24 @@ def _bench_rollout(
     max_turns: int = typer.Option(3, help="Turn limit per episode."),
     max_new_tokens: int = typer.Option(64, help="Tokens generated per turn at most."),
     threads: int = typer.Option(None, help="Torch CPU threads (default: torch's choice)."),
+    env_kwargs: str = typer.Option("{}", help="JSON keyword arguments of gym.make, e.g. '{\"topk\": 2}'."),
 ) -> None:
     """Rollout throughput: tokens/s, episodes/min, env-wait share, speed-up of 8 at once over one by one."""
+    from sparring import SparringError
     from sparring.agents.bench import bench_rollout
 
+    try:
+        kwargs = json.loads(env_kwargs)
+    except json.JSONDecodeError as e:
+        raise SparringError(f"--env-kwargs is not JSON ({e.msg}); pass an object such as '{{\"topk\": 2}}'.") from e
     _threads(threads)
     result = bench_rollout(
-        env_id=env_id, model=model, episodes=episodes, max_turns=max_turns, max_new_tokens=max_new_tokens
+        env_id=env_id,
+        model=model,
+        episodes=episodes,
+        max_turns=max_turns,
+        max_new_tokens=max_new_tokens,
+        env_kwargs=kwargs,
     )
     if as_json:
         print(json.dumps(result))

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sparring.agents.generation import Generation, SamplingParams
+from sparring.agents.prefix_cache import PrefixCache
 
 __all__ = ["HFGenerator", "sample_next"]
 
@@ -61,6 +62,7 @@ class HFGenerator:
         dtype: str = "float32",
         model_obj: Any = None,
         tokenizer: Any = None,
+        prefix_cache_tokens: int = 16384,
     ):
         """Load the model.
 
@@ -70,6 +72,8 @@ class HFGenerator:
             dtype: Torch dtype name of the weights.
             model_obj: An already loaded model to use instead (e.g. the trainer's policy).
             tokenizer: Its tokenizer, with ``model_obj``.
+            prefix_cache_tokens: Tokens of KV states kept between calls so an episode's next turn prefills
+                only its new tokens (0: off). Call :meth:`clear_cache` after changing the weights.
         """
         from sparring.agents.model import load_model, load_tokenizer, resolve_model
 
@@ -83,6 +87,12 @@ class HFGenerator:
         self.pad_id = int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0])
         # One decode at a time: the model is shared by the runner, the server and the trainer.
         self._lock = threading.Lock()
+        self.prefix_cache = PrefixCache(prefix_cache_tokens)
+
+    def clear_cache(self) -> None:
+        """Drop cached KV states (they belong to the weights that computed them)."""
+        with self._lock:
+            self.prefix_cache.clear()
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Generation]:
         """Continue every prompt (see :class:`~sparring.agents.generation.Generator`)."""
@@ -93,19 +103,24 @@ class HFGenerator:
 
     def _generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Generation]:
         import torch
-        from transformers import DynamicCache
 
         n = len(prompts)
-        width = max(len(p) for p in prompts)
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("cannot generate from an empty prompt")
+        hits = [self.prefix_cache.lookup(p) for p in prompts]
+        cached = max(c for c, _ in hits)
+        width = max(len(p) - c for p, (c, _) in zip(prompts, hits, strict=True))
+        # Row layout: [pad | cached prefix | pad | new tokens]; padding anywhere is masked out.
         input_ids = torch.full((n, width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((n, width), dtype=torch.long)
-        for i, p in enumerate(prompts):
-            if len(p) == 0:
-                raise ValueError("cannot generate from an empty prompt")
-            input_ids[i, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
-            mask[i, width - len(p) :] = 1
-        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        mask = torch.zeros((n, cached + width), dtype=torch.long)
+        positions = torch.zeros((n, width), dtype=torch.long)
+        for i, (p, (c, _)) in enumerate(zip(prompts, hits, strict=True)):
+            new = len(p) - c
+            input_ids[i, width - new :] = torch.tensor(list(p[c:]), dtype=torch.long)
+            positions[i, width - new :] = torch.arange(c, len(p))
+            mask[i, cached - c : cached] = 1
+            mask[i, cached + width - new :] = 1
+        input_ids, mask, positions = input_ids.to(self.device), mask.to(self.device), positions.to(self.device)
         rng = torch.Generator(device=self.device)
         rng.manual_seed(sampling.seed if sampling.seed is not None else int(torch.randint(0, 2**62, ()).item()))
 
@@ -113,7 +128,7 @@ class HFGenerator:
         out_lp: list[list[float]] = [[] for _ in range(n)]
         finish: list[str] = ["length"] * n
         active = list(range(n))  # original index of each row still in the batch
-        cache = DynamicCache(config=self.model.config)
+        cache = self._seed_cache(hits, cached)
         eos = set(self.eos_ids)
         with torch.inference_mode():
             logits = self.model(
@@ -135,6 +150,10 @@ class HFGenerator:
                         finish[i] = "stop"
                     elif len(out_ids[i]) < sampling.max_new_tokens:
                         keep.append(row)
+                for row in range(len(active)):
+                    if row not in keep:
+                        i = active[row]
+                        self._remember(list(prompts[i]) + out_ids[i][:-1], cache, mask, row)
                 if not keep:
                     break
                 if len(keep) < len(active):
@@ -160,6 +179,36 @@ class HFGenerator:
             )
             for i in range(n)
         ]
+
+    def _seed_cache(self, hits: list[tuple[int, Any]], cached: int) -> Any:
+        """A KV cache holding each row's cached prefix, right-aligned at column ``cached``."""
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self.model.config)
+        if cached == 0:
+            return cache
+        template = next(states for c, states in hits if states is not None)
+        for layer, (k0, v0) in enumerate(template):
+            keys = k0.new_zeros((len(hits), k0.shape[0], cached, k0.shape[-1]))
+            values = v0.new_zeros((len(hits), v0.shape[0], cached, v0.shape[-1]))
+            for i, (c, states) in enumerate(hits):
+                if states is not None:
+                    keys[i, :, cached - c :] = states[layer][0]
+                    values[i, :, cached - c :] = states[layer][1]
+            cache.update(keys, values, layer)
+        return cache
+
+    def _remember(self, ids: list[int], cache: Any, mask: Any, row: int) -> None:
+        """Store a finished row's KV states (its unmasked columns) under the ids that were fed."""
+        if not self.prefix_cache.max_tokens:
+            return
+        columns = mask[row].nonzero().squeeze(-1)
+        if len(columns) != len(ids):  # the layout is off; never store states under the wrong ids
+            return
+        states = [
+            (layer.keys[row][:, columns].clone(), layer.values[row][:, columns].clone()) for layer in cache.layers
+        ]
+        self.prefix_cache.store(ids, states)
 
     def _hit_stop(self, ids: list[int], stop: Sequence[str]) -> bool:
         if not stop:
