@@ -200,7 +200,9 @@ def summarize(rows: list[_Row]) -> Table:
         table.add_column(col)
     for row in rows:
         if row.skipped is not None:
-            table.add_row(row.env_id, row.role, "0", "", "", "", "", "", f"skipped: {row.skipped}")
+            table.add_row(
+                row.env_id.removeprefix("sparring/"), row.role, "0", "", "", "", "", "", f"skipped: {row.skipped}"
+            )
             continue
         eps = row.episodes
         n = len(eps)
@@ -226,7 +228,15 @@ def summarize(rows: list[_Row]) -> Table:
                     f"{e} x{c}" for e, c in Counter((ep.error or "")[:60] for ep in failed).most_common(3)
                 )
         table.add_row(
-            row.env_id, row.role, str(n), str(len(failed)), f"{mean:+.3f}", valid, solve, f"{turns:.1f}", notes
+            row.env_id.removeprefix("sparring/"),
+            row.role,
+            str(n),
+            str(len(failed)),
+            f"{mean:+.3f}",
+            valid,
+            solve,
+            f"{turns:.1f}",
+            notes,
         )
     return table
 
@@ -242,7 +252,10 @@ def run_demo(config: DemoConfig, games: list[Game] | None = None) -> list[Episod
     for game in games or GAMES:
         rows.extend(play_game(game, generator, config, console))
     episodes = [ep for row in rows for ep in row.episodes]
-    Console().print(summarize(rows))
+    out = Console()
+    if not out.is_terminal:  # a pipe or a log file: do not squeeze the table into 80 columns
+        out = Console(width=200)
+    out.print(summarize(rows))
     tokens = sum(sum(ep.action_mask) for ep in episodes)
     wall = time.perf_counter() - t0
     console.print(f"{len(episodes)} episodes, {tokens} generated tokens, {wall:.0f} s ({tokens / wall:.1f} tokens/s)")
