@@ -311,6 +311,9 @@ def build_history(spec: RepoSpec, releases: list[SdistRelease], dest: Path) -> R
         _unpack(release.path, tmp)
         if not any(p.is_file() for p in tmp.rglob("*") if ".git" not in p.relative_to(tmp).parts):
             raise SparringError(f"the sdist of {spec.name} {release.version} has no files.")
+        # A fresh index: git's stat cache would take a re-created file with the same size, mtime
+        # (sdists keep theirs) and a reused inode for unchanged, and drop a real change.
+        (tmp / ".git" / "index").unlink(missing_ok=True)
         repo.git.add("--all", "--force", ".")
         changed = (
             len(repo.git.diff("--cached", "--name-only").splitlines())
