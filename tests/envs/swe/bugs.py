@@ -65,7 +65,8 @@ def violating(files: dict[str, str], check: str) -> BugArtifact:
     good = good_artifact(files)
     tests, conf = files[TESTS], files["docs/conf.py"]
     if check == "test_files":
-        return replace(good, test_files=["tests/test_missing.py"])
+        # Covers the weakened file, but names one that does not exist: the existence half of the check.
+        return replace(good, test_files=[TESTS, "tests/test_missing.py"])
     if check == "parser":
         return replace(good, test_parser="print('all good!')\n")
     if check == "passing_before":

@@ -30,6 +30,8 @@ def test_each_check_rejects_with_its_reason(check: str, pool: Any, files: dict[s
     assert result.reason == check, (result.reason, result.detail)
     assert result.checks[check] is False
     assert result.detail
+    if check == "test_files":
+        assert "missing test file(s): tests/test_missing.py" in result.detail
     # every check before the failing one held
     assert all(result.checks.get(c, True) for c in CHECKS[: CHECKS.index(check)] if c != "changed_files")
 
