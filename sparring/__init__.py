@@ -17,7 +17,7 @@ from pathlib import Path
 
 __version__ = "0.1.0"
 
-__all__ = ["ENV_SPECS", "SparringError", "__version__", "register_envs", "sparring_home"]
+__all__ = ["ENV_SPECS", "SparringError", "__version__", "bench_machine", "register_envs", "sparring_home"]
 
 #: Gymnasium id -> (entry point, default turn limit). Turn limits are the envs' `max_turns`.
 ENV_SPECS: dict[str, tuple[str, int]] = {
@@ -44,6 +44,18 @@ def sparring_home() -> Path:
     home = Path(os.environ.get("SPARRING_HOME", Path.home() / ".cache" / "sparring"))
     home.mkdir(parents=True, exist_ok=True)
     return home
+
+
+def bench_machine() -> dict[str, object]:
+    """What a ``sparring bench`` figure was measured on: architecture, cores, load, Python."""
+    import platform
+
+    return {
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+        "python": platform.python_version(),
+    }
 
 
 def register_envs() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from sparring import SparringError
+from sparring import SparringError, bench_machine
 from sparring.envs.search.corpus import DEFAULT_CORPUS, corpus_dir
 from sparring.envs.search.heldout import load_heldout
 from sparring.envs.search.retrieval import BM25Retriever
@@ -85,7 +85,7 @@ def bench_retrieval(
 
     rank_qps, rank_build_s = _rank_bm25_qps(retriever, texts[:rank_bm25_queries], topk)
     return {
-        "machine": "cpu-2c",
+        **bench_machine(),
         "corpus": corpus,
         "documents": len(retriever.corpus),
         "queries": len(texts),

@@ -19,7 +19,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from sparring import SparringError
+from sparring import SparringError, bench_machine
 from sparring.envs.swe.artifact import BugArtifact
 from sparring.envs.swe.bugstore import available_repos, generate_bugs
 from sparring.envs.swe.pools import PoolSet
@@ -53,7 +53,7 @@ def bench_validate(repo: str | None = None, n: int = 4, seed: int = 0) -> dict[s
         pools.close()
     return {
         "bench": "validate",
-        "machine": "cpu-2c",
+        **bench_machine(),
         "repo": spec.name,
         "bugs": len(report.saved),
         "tried": report.tried,

@@ -15,13 +15,12 @@ command, as an agent's commands come between generations, except the back-to-bac
 
 from __future__ import annotations
 
-import os
-import platform
 import statistics
 import subprocess
 import time
 from collections.abc import Callable
 
+from sparring import bench_machine
 from sparring.envs.swe.base_image import BASE_IMAGE, base_image_status
 from sparring.envs.swe.docker_engine import docker_client
 from sparring.envs.swe.sandbox import Sandbox, SandboxPool
@@ -111,8 +110,6 @@ def run_sandbox_bench(rounds: int = 50, image: str = BASE_IMAGE) -> dict[str, ob
         "cold_start_p50_ms": cold,
         "reset_vs_cold_start": round(reset / cold, 5),
         "containers_per_s": per_s,
-        "cpus": os.cpu_count(),
-        "load_avg_1m": round(os.getloadavg()[0], 2),
         "docker": client.version().get("Version"),
-        "python": platform.python_version(),
+        **bench_machine(),
     }
