@@ -1,17 +1,18 @@
 """``sparring bench rollout``: throughput of the episode runner, concurrent vs one by one.
 
 The same episodes (same seeds, greedy, so both runs do identical work) are played twice in one
-process: all at once (generation batched across envs, env steps in the thread pool) and one by
-one. The figures are those of the concurrent run; ``speedup_vs_sequential`` is the ratio of the
-two wall times.
+process: ``concurrency`` at once (a continuous decode batch across envs, env steps in the thread
+pool) and one by one. The figures are those of the concurrent run; ``speedup_vs_sequential`` is
+the ratio of the two wall times. ``longest_episode_tokens`` bounds the speed-up: no batching makes
+the episode with the most generated tokens take fewer decode steps.
 """
 
 from __future__ import annotations
 
-import platform
 import time
 from typing import Any
 
+from sparring import bench_machine
 from sparring.agents.generation import SamplingParams
 from sparring.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
 
@@ -23,6 +24,7 @@ def bench_rollout(
     env_id: str = "sparring/SearchAnswer-v0",
     model: str | None = None,
     episodes: int = 8,
+    concurrency: int = 8,
     max_turns: int = 3,
     max_new_tokens: int = 64,
     device: str = "cpu",
@@ -49,9 +51,9 @@ def bench_rollout(
     EpisodeRunner(generator, warm).run(specs[:1])
 
     runs = {}
-    for label, concurrency in (("concurrent", episodes), ("sequential", 1)):
+    for label, at_once in (("concurrent", concurrency), ("sequential", 1)):
         generator.clear_cache()  # both runs start cold
-        runner = EpisodeRunner(generator, RunnerConfig(concurrency=concurrency, sampling=sampling, progress=False))
+        runner = EpisodeRunner(generator, RunnerConfig(concurrency=at_once, sampling=sampling, progress=False))
         t0 = time.perf_counter()
         eps = runner.run(specs)
         wall = time.perf_counter() - t0
@@ -74,12 +76,15 @@ def bench_rollout(
         "backend": "hf",
         "device": device,
         "torch_threads": torch.get_num_threads(),
-        "machine": platform.machine(),
+        **bench_machine(),
         "episodes": episodes,
+        "concurrency": concurrency,
+        "packed_linears": generator.packed_linears,
         "max_turns": max_turns,
         "max_new_tokens": max_new_tokens,
         "turns": sum(len(ep.turns) for ep in eps),
         "generated_tokens": stats.generated_tokens,
+        "longest_episode_tokens": max(sum(ep.action_mask) for ep in eps),
         "prompt_and_observation_tokens": prompt_tokens,
         "tokens_per_s": round(stats.generated_tokens / wall, 2),
         "episodes_per_min": round(60 * len(eps) / wall, 2),

@@ -1,49 +1,29 @@
-"""HF transformers backend: batched decoding with left padding, per-sequence stops and logprobs.
+"""HF transformers backend: batched decoding with per-sequence stops, logprobs and seeds.
 
 The decode loop is written out (rather than ``model.generate``) because the runner needs three
 things per sequence that ``generate`` does not give together: its own stop strings, the behaviour
-logprob of each sampled token under the unprocessed distribution, and a seeded sampler per call.
-Finished sequences leave the batch (their KV-cache rows are dropped), so one long answer does not
-make the others pay for its length.
+logprob of each sampled token under the unprocessed distribution, and a seeded sampler per
+sequence. The loop itself is :class:`~sparring.agents.hf_batch.DecodeBatch`: finished sequences
+leave the batch and new ones join it (:meth:`HFGenerator.stream`), so one long answer never makes
+the others wait.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Hashable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from sparring.agents.generation import Generation, SamplingParams
-from sparring.agents.prefix_cache import PrefixCache
+from sparring.agents.prefix_cache import MIN_SHARED, PrefixCache
 
-__all__ = ["HFGenerator", "sample_next"]
+if TYPE_CHECKING:
+    from sparring.agents.hf_batch import DecodeBatch
 
-
-def sample_next(logits: Any, sampling: SamplingParams, rng: Any) -> tuple[Any, Any]:
-    """Pick the next token of every row; return (token ids, their behaviour logprobs).
-
-    Args:
-        logits: ``[batch, vocab]`` float logits of the last position.
-        sampling: Temperature and top-p.
-        rng: A ``torch.Generator`` for sampling.
-    """
-    import torch
-
-    logits = logits.float()
-    if sampling.greedy:
-        logprobs = torch.log_softmax(logits, dim=-1)
-        tokens = logits.argmax(dim=-1)
-    else:
-        logprobs = torch.log_softmax(logits / sampling.temperature, dim=-1)
-        probs = logprobs.exp()
-        if sampling.top_p < 1.0:
-            sorted_probs, order = probs.sort(dim=-1, descending=True)
-            # Keep the smallest prefix whose mass reaches top_p (the first token always stays).
-            drop = sorted_probs.cumsum(dim=-1) - sorted_probs >= sampling.top_p
-            sorted_probs = sorted_probs.masked_fill(drop, 0.0)
-            probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
-        tokens = torch.multinomial(probs, 1, generator=rng).squeeze(-1)
-    return tokens, logprobs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+__all__ = ["HFGenerator", "HFStream"]
 
 
 class HFGenerator:
@@ -63,6 +43,7 @@ class HFGenerator:
         model_obj: Any = None,
         tokenizer: Any = None,
         prefix_cache_tokens: int = 16384,
+        pack_linears: bool | None = None,
     ):
         """Load the model.
 
@@ -74,6 +55,10 @@ class HFGenerator:
             tokenizer: Its tokenizer, with ``model_obj``.
             prefix_cache_tokens: Tokens of KV states kept between calls so an episode's next turn prefills
                 only its new tokens (0: off). Call :meth:`clear_cache` after changing the weights.
+            pack_linears: Run the linear layers through oneDNN with prepacked weights
+                (:mod:`sparring.agents.cpu_linear`; about twice as fast on CPU, and a batch of rows
+                costs little more than one). Inference only, so the default (None) packs only a model
+                this generator loaded itself on CPU, never a ``model_obj`` that a trainer updates.
         """
         from sparring.agents.model import load_model, load_tokenizer, resolve_model
 
@@ -84,121 +69,74 @@ class HFGenerator:
             self.name = resolve_model(model)
         self.device = device
         self.eos_ids = _eos_ids(self.tokenizer, self.model)
+        self.eos_set = frozenset(self.eos_ids)
         self.pad_id = int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0])
         # One decode at a time: the model is shared by the runner, the server and the trainer.
         self._lock = threading.Lock()
         self.prefix_cache = PrefixCache(prefix_cache_tokens)
+        self.packed_linears = 0
+        if pack_linears if pack_linears is not None else (model_obj is None and str(device) == "cpu"):
+            from sparring.agents.cpu_linear import pack_linears as pack
+
+            self.packed_linears = pack(self.model)
 
     def clear_cache(self) -> None:
-        """Drop cached KV states (they belong to the weights that computed them)."""
+        """Drop cached KV states, and repack packed weights (both belong to the weights that made them)."""
         with self._lock:
             self.prefix_cache.clear()
+            if self.packed_linears:
+                from sparring.agents.cpu_linear import pack_linears as pack
+
+                self.packed_linears = pack(self.model)
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Generation]:
-        """Continue every prompt (see :class:`~sparring.agents.generation.Generator`)."""
+        """Continue every prompt (see :class:`~sparring.agents.generation.Generator`).
+
+        Row ``i`` samples with the seed ``(sampling.seed, i)``, so a call is reproducible.
+        """
         if not prompts:
             return []
         with self._lock:
             return self._generate(prompts, sampling)
 
+    def stream(self) -> HFStream:
+        """A continuous batch for a caller that adds prompts while others are decoding (the runner)."""
+        return HFStream(self)
+
     def _generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Generation]:
-        import torch
+        from sparring.agents.hf_batch import DecodeBatch, Request
 
-        n = len(prompts)
-        if any(len(p) == 0 for p in prompts):
-            raise ValueError("cannot generate from an empty prompt")
-        hits = [self.prefix_cache.lookup(p) for p in prompts]
-        cached = max(c for c, _ in hits)
-        width = max(len(p) - c for p, (c, _) in zip(prompts, hits, strict=True))
-        # Row layout: [pad | cached prefix | pad | new tokens]; padding anywhere is masked out.
-        input_ids = torch.full((n, width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((n, cached + width), dtype=torch.long)
-        positions = torch.zeros((n, width), dtype=torch.long)
-        for i, (p, (c, _)) in enumerate(zip(prompts, hits, strict=True)):
-            new = len(p) - c
-            input_ids[i, width - new :] = torch.tensor(list(p[c:]), dtype=torch.long)
-            positions[i, width - new :] = torch.arange(c, len(p))
-            mask[i, cached - c : cached] = 1
-            mask[i, cached + width - new :] = 1
-        input_ids, mask, positions = input_ids.to(self.device), mask.to(self.device), positions.to(self.device)
-        rng = torch.Generator(device=self.device)
-        rng.manual_seed(sampling.seed if sampling.seed is not None else int(torch.randint(0, 2**62, ()).item()))
+        requests = [Request(i, p, replace(sampling, seed=_row_seed(sampling.seed, i))) for i, p in enumerate(prompts)]
+        batch = DecodeBatch(self)
+        results = dict(self._admit(batch, requests))
+        while batch.active:
+            results.update(batch.step())
+        return [results[i] for i in range(len(prompts))]
 
-        out_ids: list[list[int]] = [[] for _ in range(n)]
-        out_lp: list[list[float]] = [[] for _ in range(n)]
-        finish: list[str] = ["length"] * n
-        active = list(range(n))  # original index of each row still in the batch
-        cache = self._seed_cache(hits, cached)
-        eos = set(self.eos_ids)
-        with torch.inference_mode():
-            logits = self.model(
-                input_ids=input_ids,
-                attention_mask=mask,
-                position_ids=positions,
-                past_key_values=cache,
-                use_cache=True,
-                logits_to_keep=1,  # the vocabulary projection of every prompt position would dominate prefill
-            ).logits[:, -1, :]
-            for _ in range(sampling.max_new_tokens):
-                tokens, lps = sample_next(logits, sampling, rng)
-                keep: list[int] = []
-                for row, (tok, lp) in enumerate(zip(tokens.tolist(), lps.tolist(), strict=True)):
-                    i = active[row]
-                    out_ids[i].append(int(tok))
-                    out_lp[i].append(float(lp))
-                    if tok in eos or self._hit_stop(out_ids[i], sampling.stop):
-                        finish[i] = "stop"
-                    elif len(out_ids[i]) < sampling.max_new_tokens:
-                        keep.append(row)
-                for row in range(len(active)):
-                    if row not in keep:
-                        i = active[row]
-                        self._remember(list(prompts[i]) + out_ids[i][:-1], cache, mask, row)
-                if not keep:
-                    break
-                if len(keep) < len(active):
-                    index = torch.tensor(keep, device=self.device)
-                    cache.batch_select_indices(index)
-                    tokens, mask, positions = tokens[index], mask[index], positions[index]
-                    active = [active[r] for r in keep]
-                mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype, device=self.device)], dim=1)
-                positions = positions[:, -1:] + 1
-                logits = self.model(
-                    input_ids=tokens.unsqueeze(-1),
-                    attention_mask=mask,
-                    position_ids=positions,
-                    past_key_values=cache,
-                    use_cache=True,
-                ).logits[:, -1, :]
-        return [
-            Generation(
-                token_ids=out_ids[i],
-                logprobs=out_lp[i],
-                text=self.tokenizer.decode(out_ids[i], skip_special_tokens=True),
-                finish_reason="stop" if finish[i] == "stop" else "length",
-            )
-            for i in range(n)
-        ]
+    def _admit(self, batch: DecodeBatch, requests: Sequence[Any]) -> list[tuple[Hashable, Generation]]:
+        """Prefill what the requests share once, then add them to ``batch``."""
+        self._prefill_shared_prefix([r.prompt for r in requests])
+        return batch.add(requests)
 
-    def _seed_cache(self, hits: list[tuple[int, Any]], cached: int) -> Any:
-        """A KV cache holding each row's cached prefix, right-aligned at column ``cached``."""
-        from transformers import DynamicCache
+    def _prefill_shared_prefix(self, prompts: Sequence[Sequence[int]]) -> None:
+        """Prefill once, into the prefix cache, the part that every prompt of a batch shares.
 
-        cache = DynamicCache(config=self.model.config)
-        if cached == 0:
-            return cache
-        template = next(states for c, states in hits if states is not None)
-        for layer, (k0, v0) in enumerate(template):
-            keys = k0.new_zeros((len(hits), k0.shape[0], cached, k0.shape[-1]))
-            values = v0.new_zeros((len(hits), v0.shape[0], cached, v0.shape[-1]))
-            for i, (c, states) in enumerate(hits):
-                if states is not None:
-                    keys[i, :, cached - c :] = states[layer][0]
-                    values[i, :, cached - c :] = states[layer][1]
-            cache.update(keys, values, layer)
-        return cache
+        Episodes of one env start with the same system prompt and instructions; without this a
+        batch of them would prefill it once per row.
+        """
+        if len(prompts) < 2 or not self.prefix_cache.max_tokens:
+            return
+        first = np.asarray(prompts[0], dtype=np.int64)
+        shared = min(len(p) for p in prompts) - 1  # every row keeps a token to feed
+        for p in prompts[1:]:
+            differ = np.flatnonzero(np.asarray(p[:shared], dtype=np.int64) != first[:shared])
+            shared = int(differ[0]) if len(differ) else shared
+        if shared - self.prefix_cache.lookup(prompts[0][:shared])[0] < MIN_SHARED:
+            return  # nothing worth it beyond what is cached already
+        # A one-token continuation of the shared part stores its states under exactly those ids.
+        self._generate([prompts[0][:shared]], SamplingParams(temperature=0.0, max_new_tokens=1))
 
-    def _remember(self, ids: list[int], cache: Any, mask: Any, row: int) -> None:
+    def remember(self, ids: list[int], cache: Any, mask: Any, row: int) -> None:
         """Store a finished row's KV states (its unmasked columns) under the ids that were fed."""
         if not self.prefix_cache.max_tokens:
             return
@@ -210,7 +148,8 @@ class HFGenerator:
         ]
         self.prefix_cache.store(ids, states)
 
-    def _hit_stop(self, ids: list[int], stop: Sequence[str]) -> bool:
+    def hit_stop(self, ids: list[int], stop: Sequence[str]) -> bool:
+        """Whether the text of ``ids`` now contains a stop string."""
         if not stop:
             return False
         # A stop string spans at most a few tokens; decoding a short tail keeps this cheap.
@@ -246,3 +185,53 @@ def _eos_ids(tokenizer: Any, model: Any) -> list[int]:
     if not ids:
         raise ValueError("the tokenizer has no end-of-sequence token")
     return sorted(set(int(i) for i in ids))
+
+
+#: What :meth:`HFStream.add` takes: (the caller's key, prompt ids, sampling of that prompt).
+StreamRequest = tuple[Hashable, Sequence[int], SamplingParams]
+
+
+def _row_seed(seed: int | None, row: int) -> int | None:
+    """Row ``row``'s own seed, derived from the call's (None stays None: not reproducible)."""
+    return None if seed is None else (seed * 1_000_003 + row) % 2**62
+
+
+class HFStream:
+    """A continuous batch over an :class:`HFGenerator` (see :mod:`sparring.agents.hf_batch`).
+
+    ``add`` prefills prompts and lets them join; ``step`` decodes one token for every row. Both
+    return the ``(key, Generation)`` of the rows that finished. Each request's sampling carries
+    its own seed. The generator's lock is held during each call, not between calls.
+
+    Example:
+        >>> stream = HFGenerator().stream()
+        >>> done = stream.add([("a", ids, SamplingParams(max_new_tokens=8))])
+        >>> while stream.active:
+        ...     done += stream.step()
+    """
+
+    def __init__(self, generator: HFGenerator):
+        """Start an empty batch."""
+        from sparring.agents.hf_batch import DecodeBatch
+
+        self.generator = generator
+        self._batch = DecodeBatch(generator)
+
+    @property
+    def active(self) -> int:
+        """Rows still decoding."""
+        return self._batch.active
+
+    def add(
+        self, requests: Sequence[tuple[Hashable, Sequence[int], SamplingParams]]
+    ) -> list[tuple[Hashable, Generation]]:
+        """Prefill ``(key, prompt ids, sampling)`` requests and let them join the batch."""
+        from sparring.agents.hf_batch import Request
+
+        with self.generator._lock:
+            return self.generator._admit(self._batch, [Request(k, p, s) for k, p, s in requests])
+
+    def step(self) -> list[tuple[Hashable, Generation]]:
+        """Decode one token of every row."""
+        with self.generator._lock:
+            return self._batch.step()

@@ -1,9 +1,12 @@
 """The episode runner: many envs at once, generation batched across every env waiting for an action.
 
 Env resets and steps run in a thread pool (SWE steps wait on containers, search steps on the
-retriever); the main thread generates. Each round it batches every episode that is waiting for an
-action into one ``generate`` call, and while that call runs the pool keeps stepping the others.
-Episodes that end free their slot for the next one.
+retriever); the main thread generates. With a generator that offers a continuous batch
+(``stream()``, the HF backend) an episode joins the decode batch as soon as its observation is
+in and leaves it when its turn ends, so its env step runs while the others go on decoding and no
+episode waits for another's long answer. With any other generator the runner works in rounds:
+every episode waiting for an action goes into one ``generate`` call, and while that call runs the
+pool keeps stepping the others. Episodes that end free their slot for the next one.
 
 Example:
     >>> from sparring.agents import EpisodeRunner, EpisodeSpec, RunnerConfig, make_generator
@@ -148,6 +151,8 @@ class EpisodeRunner:
         )
         bar = progress.add_task("episodes", total=len(specs), detail="")
         pool = ThreadPoolExecutor(max_workers=max(1, self.config.env_workers), thread_name_prefix="sparring-env")
+        stream = self.policy.stream() if self.mode == "token" and hasattr(self.policy, "stream") else None
+        decoding: dict[int, _Live] = {}  # episodes in the stream's batch, by index
         try:
             with progress:
                 while queue or live:
@@ -157,11 +162,12 @@ class EpisodeRunner:
                         live.append(state)
                         pending[pool.submit(self._reset, state)] = ("reset", state)
                     if pending and (not ready or len(ready) < len(live)):
-                        # Let envs still stepping join the batch, but never idle with nothing to do.
-                        timeout = self.config.batch_wait_seconds if ready else None
+                        # Let envs still stepping join the batch, but never idle with nothing to do;
+                        # while the stream decodes, only look at what is done.
+                        timeout = 0.0 if decoding else self.config.batch_wait_seconds if ready else None
                         t_wait = time.perf_counter()
                         done, _ = wait(list(pending), timeout=timeout, return_when=FIRST_COMPLETED)
-                        if not ready:
+                        if not ready and not decoding:
                             stats.env_wait_seconds += time.perf_counter() - t_wait
                         for fut in done:
                             kind, state = pending.pop(fut)
@@ -172,12 +178,17 @@ class EpisodeRunner:
                                 progress.advance(bar)
                             else:
                                 ready.append(state)
-                        if pending and len(ready) < len(live) and done:
+                        if pending and len(ready) < len(live) and done and not decoding:
                             continue  # more may arrive within the wait window
-                    if ready:
+                    acted: list[tuple[_Live, str]] = []
+                    if stream is not None and (ready or decoding):
+                        acted = self._stream_turns(stream, ready, decoding)
+                        ready = []
+                    elif ready:
                         batch, ready = ready, []
-                        for state, action in zip(batch, self._act(batch), strict=True):
-                            pending[pool.submit(self._step, state, action)] = ("step", state)
+                        acted = list(zip(batch, self._act(batch), strict=True))
+                    for state, action in acted:
+                        pending[pool.submit(self._step, state, action)] = ("step", state)
                     detail = f"live {len(live)} · tokens {stats.generated_tokens} · rounds {stats.generate_calls}"
                     progress.update(bar, detail=detail)
         finally:
@@ -280,16 +291,19 @@ class EpisodeRunner:
             append_tokens(state.episode, self.chat.encode(text), len(state.episode.turns), action=False)
         state.messages.append({"role": role, "content": observation})
 
+    def _sampling(self, batch: list[_Live], seed: int | None) -> SamplingParams:
+        """The configured sampling, with the batch's tools' closing tags as stop strings."""
+        sampling = self.config.sampling
+        return replace(sampling, stop=(*sampling.stop, *stop_strings(_batch_tools(batch))), seed=seed)
+
     def _act(self, batch: list[_Live]) -> list[str]:
         """One action per episode of the batch, recorded as a new turn."""
         if self.mode == "scripted":
             actions = [s.agent.act(s.observation, s.info) for s in batch if s.agent is not None]
             gens = [Generation([], [], a, "stop") for a in actions]
         else:
-            tools = {t.get("function", t)["name"]: t for s in batch for t in s.tools}
-            sampling = self.config.sampling
-            seed = None if sampling.seed is None else sampling.seed + self._round
-            sampling = replace(sampling, stop=(*sampling.stop, *stop_strings(list(tools.values()))), seed=seed)
+            base = self.config.sampling.seed
+            sampling = self._sampling(batch, None if base is None else base + self._round)
             self._round += 1
             t0 = time.perf_counter()
             if self.mode == "token":
@@ -297,7 +311,8 @@ class EpisodeRunner:
                 gens = self.policy.generate([s.episode.token_ids for s in batch], sampling)
             else:
                 assert isinstance(self.policy, ChatGenerator)
-                gens = self.policy.chat([s.messages for s in batch], sampling, tools=list(tools.values()) or None)
+                tools = _batch_tools(batch)
+                gens = self.policy.chat([s.messages for s in batch], sampling, tools=tools or None)
             seconds = time.perf_counter() - t0
             self.stats.generate_seconds += seconds
             self.stats.generate_calls += 1
@@ -307,17 +322,51 @@ class EpisodeRunner:
                 share = seconds * max(1, len(g.token_ids) or len(g.text)) / total
                 s.episode.timings["generate"] = s.episode.timings.get("generate", 0.0) + share
         for s, g in zip(batch, gens, strict=True):
-            turn_index = len(s.episode.turns)
-            if self.mode == "token":
-                append_tokens(s.episode, g.token_ids, turn_index, action=True, logprobs=g.logprobs)
-                self.stats.generated_tokens += len(g.token_ids)
-                tokenizer = self.policy.tokenizer  # type: ignore[union-attr]
-                closed = g.finish_reason == "stop" and g.token_ids and g.token_ids[-1] in tokenizer.all_special_ids
-                s.action_closed_by = tokenizer.decode(g.token_ids[-1:]) if closed else None
-            if self.mode != "scripted":
-                s.messages.append({"role": "assistant", "content": g.text})
-            s.episode.turns.append(Turn(action=g.text, observation="", reward=0.0))
+            self._record_action(s, g)
         return [g.text for g in gens]
+
+    def _stream_turns(self, stream: Any, ready: list[_Live], decoding: dict[int, _Live]) -> list[tuple[_Live, str]]:
+        """Let the ready episodes join the stream, decode one step; return the finished turns' actions.
+
+        Each episode's turn samples with its own seed (the configured seed, the episode's index and
+        the turn), so a sampled episode does not depend on which others shared its batch.
+        """
+        base = self.config.sampling.seed
+        t0 = time.perf_counter()
+        finished = []
+        if ready:
+            requests = []
+            for s in ready:
+                seed = None if base is None else base + 1_000_003 * s.index + len(s.episode.turns)
+                requests.append((s.index, s.episode.token_ids, self._sampling([s], seed)))
+                decoding[s.index] = s
+            finished += stream.add(requests)
+            self.stats.generate_calls += 1
+        if stream.active:
+            finished += stream.step()
+        seconds = time.perf_counter() - t0
+        self.stats.generate_seconds += seconds
+        for s in decoding.values():
+            s.episode.timings["generate"] = s.episode.timings.get("generate", 0.0) + seconds / len(decoding)
+        acted = []
+        for index, g in finished:
+            s = decoding.pop(index)
+            self._record_action(s, g)
+            acted.append((s, g.text))
+        return acted
+
+    def _record_action(self, s: _Live, g: Generation) -> None:
+        """Append the generated turn to the episode (tokens, logprobs, message, turn record)."""
+        turn_index = len(s.episode.turns)
+        if self.mode == "token":
+            append_tokens(s.episode, g.token_ids, turn_index, action=True, logprobs=g.logprobs)
+            self.stats.generated_tokens += len(g.token_ids)
+            tokenizer = self.policy.tokenizer  # type: ignore[union-attr]
+            closed = g.finish_reason == "stop" and g.token_ids and g.token_ids[-1] in tokenizer.all_special_ids
+            s.action_closed_by = tokenizer.decode(g.token_ids[-1:]) if closed else None
+        if self.mode != "scripted":
+            s.messages.append({"role": "assistant", "content": g.text})
+        s.episode.turns.append(Turn(action=g.text, observation="", reward=0.0))
 
     def _finalize(self, state: _Live) -> Episode:
         ep = state.episode
@@ -328,6 +377,11 @@ class EpisodeRunner:
             ep.env_id = spec.id if spec is not None else type(getattr(state.env, "unwrapped", state.env)).__name__
         _close(state)
         return ep
+
+
+def _batch_tools(batch: list[_Live]) -> list[dict[str, Any]]:
+    """The tool schemas of a batch's episodes, each tool once."""
+    return list({t.get("function", t)["name"]: t for s in batch for t in s.tools}.values())
 
 
 def _blank_episode(spec: EpisodeSpec) -> Episode:

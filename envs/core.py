@@ -437,9 +437,7 @@ class TextEnv(gym.Env[str, str]):
         assert self._task is not None
         return {"role": self.role, "domain": self.domain, "task_id": str(self._task["id"]), "turn": self._turn}
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """Start an episode on ``options["task"]`` or on a task drawn with ``self.np_random``."""
         super().reset(seed=seed)
         task = (options or {}).get("task") or self._draw_task()
