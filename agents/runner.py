@@ -189,7 +189,9 @@ class EpisodeRunner:
                         acted = list(zip(batch, self._act(batch), strict=True))
                     for state, action in acted:
                         pending[pool.submit(self._step, state, action)] = ("step", state)
-                    detail = f"live {len(live)} · tokens {stats.generated_tokens} · rounds {stats.generate_calls}"
+                    detail = (
+                        f"live {len(live)} · tokens {stats.generated_tokens} · generate calls {stats.generate_calls}"
+                    )
                     progress.update(bar, detail=detail)
         finally:
             for state in live:
