@@ -162,3 +162,22 @@ def test_model_env_that_raises_does_not_stop_others(hf_generator):
     assert [ep.error is not None for ep in episodes] == [False, True, False, False]
     assert "container died" in episodes[1].error and len(episodes[1].turns) == 2
     assert all(len(ep.turns) >= 1 and ep.token_ids for ep in episodes)
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_bench_rollout_reports_same_run_figures():
+    """`sparring bench rollout` plays the same episodes both ways and reports consistent figures."""
+    from sparring.agents.bench import bench_rollout
+    from sparring.agents.model import default_model_present
+    from tests.conftest import require
+    from tests.envs.search.conftest import default_corpus_built
+
+    require(default_model_present() and default_corpus_built(), "the default model and corpus")
+    result = bench_rollout(episodes=3, concurrency=3, max_turns=2, max_new_tokens=8)
+    assert result["same_episodes"] is True and result["turns"] >= 3
+    assert 0 < result["longest_episode_tokens"] <= result["generated_tokens"] <= 3 * 2 * 8
+    ratio = result["sequential_wall_s"] / result["wall_s"]  # both rounded to 10 ms
+    assert result["speedup_vs_sequential"] == pytest.approx(ratio, rel=0.05)
+    assert result["packed_linears"] > 0 and result["cpus"] and result["machine"]
