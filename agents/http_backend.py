@@ -191,8 +191,8 @@ class HTTPChatGenerator:
                 args = fn.get("arguments", "{}")
                 payload = {"name": fn.get("name"), "arguments": json.loads(args) if isinstance(args, str) else args}
                 text += f"<tool_call>{json.dumps(payload)}</tool_call>"
-            reason = "length" if choice.get("finish_reason") == "length" else "stop"
-            return Generation(token_ids=[], logprobs=[], text=text, finish_reason=reason)
+            length = choice.get("finish_reason") == "length"
+            return Generation(token_ids=[], logprobs=[], text=text, finish_reason="length" if length else "stop")
 
         with ThreadPoolExecutor(max_workers=max(1, min(self.max_parallel, len(conversations)))) as pool:
             return list(pool.map(one, conversations))

@@ -50,7 +50,7 @@ class Requirement:
 
     name: str
     check: Callable[[], tuple[bool, str]]
-    ensure: Callable[[], None]
+    ensure: Callable[[], object]
     fix: str
     needed_for: frozenset[str] = field(default_factory=lambda: frozenset(GOALS))
     required: bool = True
