@@ -23,6 +23,7 @@ import shutil
 import tarfile
 import tempfile
 import zipfile
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path, PurePosixPath
@@ -111,6 +112,7 @@ class RepoSpec:
         versions = tuple(str(v) for v in table.get("versions", ()))
         if len(versions) < 3 or len(set(versions)) != len(versions):
             raise SparringError(f"{where} needs at least 3 distinct consecutive versions, oldest first.")
+        check_release_order(versions, where)
         split = table.get("split", "train")
         if split not in SPLITS:
             raise SparringError(f"{where} has split {split!r}; use one of {', '.join(SPLITS)}.")
@@ -362,6 +364,25 @@ def build_history(spec: RepoSpec, releases: list[SdistRelease], dest: Path) -> R
 # -------------------------------------------------------------------------------- user projects
 
 
+def check_release_order(versions: Sequence[str], where: str) -> None:
+    """Raise unless ``versions`` are valid release numbers, oldest first (each commit follows its parent).
+
+    Raises:
+        SparringError: A version that is not a release number, or one out of order.
+    """
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        parsed = [Version(v) for v in versions]
+    except InvalidVersion as e:
+        raise SparringError(f"{where}: {e}; give release numbers such as 1.2.0.") from None
+    for older, newer, text_old, text_new in zip(parsed, parsed[1:], versions, versions[1:], strict=False):
+        if newer <= older:
+            raise SparringError(
+                f"{where}: {text_new} comes after {text_old} but is not newer; list the releases oldest first."
+            )
+
+
 def propose_spec(
     name: str,
     versions: list[str] | None = None,
@@ -390,6 +411,7 @@ def propose_spec(
     versions = list(versions) if versions else latest_versions(name)
     if len(versions) < 3:
         raise SparringError(f"give at least 3 consecutive versions of {name} (got {len(versions)}).")
+    check_release_order(versions, f"the versions of {name}")
     newest = download_sdist(name, versions[-1])
     info = inspect_sdist(newest)
     if not info.test_files or info.test_dir is None:

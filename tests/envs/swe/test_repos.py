@@ -150,6 +150,10 @@ def test_bad_catalog_entries_are_refused() -> None:
         RepoSpec.from_toml("x", {"versions": ["1", "2", "3"], "test_command": "make test"})
     with pytest.raises(SparringError, match="inside the repository"):
         RepoSpec.from_toml("x", {"versions": ["1", "2", "3"], "source_dir": "../etc"})
+    with pytest.raises(SparringError, match="2.0 comes after 2.1 but is not newer; list the releases oldest first"):
+        RepoSpec.from_toml("x", {"versions": ["1.0", "2.1", "2.0"]})
+    with pytest.raises(SparringError, match="Invalid version: 'latest'"):
+        RepoSpec.from_toml("x", {"versions": ["1.0", "2.0", "latest"]})
     with pytest.raises(SparringError, match="no repository 'nope'"):
         get_repo("nope")
 
