@@ -104,6 +104,31 @@ def test_doctor_reports_an_unreachable_engine_clearly():
     assert "missing" in base_row and "needs the Docker engine" in base_row
 
 
+@pytest.mark.timeout(120)
+def test_doctor_reports_a_stopped_engine_whose_socket_is_left(tmp_path):
+    """A stopped dockerd can leave its socket file behind: connecting is refused, not 'no socket'."""
+    import socket
+
+    path = tmp_path / "docker.sock"
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(path))  # bound, never listening: what a dead daemon's socket answers
+    try:
+        done = subprocess.run(
+            [SPARRING, "doctor"],
+            capture_output=True,
+            text=True,
+            timeout=100,
+            env={**os.environ, "DOCKER_HOST": f"unix://{path}", "COLUMNS": "250"},
+        )
+    finally:
+        stale.close()
+    out = done.stdout + done.stderr
+    assert done.returncode == 1
+    assert "Traceback" not in out
+    engine_row = next(line for line in out.splitlines() if "docker engine" in line)
+    assert "missing" in engine_row and f"not reachable: connection refused at unix://{path}" in engine_row
+
+
 def test_commands_needing_the_engine_say_how_to_start_it():
     done = subprocess.run(
         [SPARRING, "gc"], capture_output=True, text=True, timeout=60, env={**os.environ, **DEAD_ENGINE}

@@ -249,3 +249,23 @@ def test_nothing_collected_is_not_a_pass(sandbox: Any) -> None:
     run = run_tests(sandbox, ["test_empty.py"], timeout=60)
     assert run.status == "no_tests"
     assert not run.ok
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        ("import os, signal\n\ndef test_dies():\n    os.kill(os.getpid(), signal.SIGKILL)\n", "crash"),
+        ("import os\n\ndef test_leaves():\n    os._exit(0)\n", "no_report"),
+    ],
+    ids=["killed", "exit-0-without-report"],
+)
+def test_a_run_that_ends_without_its_report_is_not_a_pass(sandbox: Any, body: str, status: str) -> None:
+    sandbox.put_file("/repo/test_abrupt.py", body)
+    expected = ["test_abrupt.py::" + body.split("def ")[1].split("(")[0]]
+    run = run_tests(sandbox, ["test_abrupt.py"], expected=expected, timeout=60)
+    assert run.status == status, run.detail
+    assert not run.ok
+    assert run.missing == expected
+    assert run.tests == {}
