@@ -446,7 +446,7 @@ class TextEnv(gym.Env[str, str]):
         self._done = False
         self._outcome = None
         self._outcome_reward = 0.0
-        obs = self._begin(task)
+        obs = _with_budget(self._begin(task), self.max_turns)
         self._transcript = [obs]
         info = self._info() | {"task": task, "tools": self.tools}
         return obs, info
@@ -470,8 +470,7 @@ class TextEnv(gym.Env[str, str]):
         if self._done:
             reward += self._outcome_reward
         else:
-            left = self.max_turns - self._turn
-            obs = f"{obs}\n[{left} turn{'s' if left != 1 else ''} left]"
+            obs = _with_budget(obs, self.max_turns - self._turn)
         info = self._info()
         if isinstance(call, ToolCallError):
             info["error"] = call.message
@@ -489,3 +488,8 @@ class TextEnv(gym.Env[str, str]):
         if self.render_mode != "ansi":
             return None
         return "\n\n".join(self._transcript)
+
+
+def _with_budget(obs: str, left: int) -> str:
+    """``obs`` ending with the turns the agent has left (every observation that asks for an action)."""
+    return f"{obs}\n[{left} turn{'s' if left != 1 else ''} left]"

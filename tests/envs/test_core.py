@@ -131,3 +131,10 @@ def test_episode_record_round_trips():
 def test_importing_sparring_envs_does_not_import_torch():
     code = "import sparring, sparring.envs.core, sys; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_every_observation_that_asks_for_an_action_ends_with_the_budget(env):
+    obs, _ = env.reset(seed=1)
+    assert obs.endswith(f"[{env.max_turns} turns left]")
+    obs, *_ = env.step("<peek>0</peek>")
+    assert obs.endswith(f"[{env.max_turns - 1} turns left]")
