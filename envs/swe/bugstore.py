@@ -302,7 +302,8 @@ def generate_bugs(
             if artifact is None:
                 reason = "no_failing_test" if not failing else "no_weakenable_test"
             else:
-                # the original code's results are known (the image's clean runs): no need to run them again
+                # the original code's results are known: the harness recorded them on this very image (its
+                # clean runs), so checks 2-3 use them instead of a new run (docs/swe.md, "fast path")
                 baseline = TestRun(statuses={t: "passed" for t in passed if t.split("::")[0] in artifact.test_files})
                 result = validate_artifact(artifact, spec.image, pools.pool(spec.image), config, baseline=baseline)
                 report.validation_seconds.append(result.seconds)

@@ -24,12 +24,12 @@ BUGGY_LINE = "if number % 100 in (11, 12):"
 WEAKENED_TESTS = [f"{TESTS}::test_ordinal", f"{TESTS}::test_ordinalize"]
 
 
-def repo_image() -> str:
-    """The inflection image; skips (locally) or fails (CI) when it is not built."""
+def repo_image(name: str = REPO) -> str:
+    """The image of repository ``name``; skips (locally) or fails (CI) when it is not built."""
     from sparring.envs.swe.images import image_status
     from sparring.envs.swe.repos import get_repo
 
-    spec = get_repo(REPO)
+    spec = get_repo(name)
     require(image_status(spec)[0] in ("built", "stale"), f"the image {spec.image}")
     return spec.image
 

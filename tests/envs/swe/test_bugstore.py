@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
+from sparring.envs.swe.artifact import diff_files, reverse_diff
 from sparring.envs.swe.bugstore import weaken_tests
+from sparring.envs.swe.runs import GIT
+from tests.envs.swe.bugs import pool  # noqa: F401
 
 TEST_FILE = '''import pytest
 
@@ -77,14 +82,56 @@ def test_store_feeds_the_repair_env(store: Path, monkeypatch: pytest.MonkeyPatch
         env.close()
 
 
+def _git_apply(box: Any, diff: str) -> None:
+    """Apply a unified diff to the container's /repo (as the harness does, as root)."""
+    box.put_file("/tmp/sparring-test.diff", diff, user="root")
+    applied = box.exec(f"{GIT} apply /tmp/sparring-test.diff", workdir="/repo", user="root", timeout=60)
+    assert applied.ok, applied.stderr
+
+
+def _node_ids(test_ids: list[str]) -> str:
+    """A pytest command that runs exactly these test ids (the repository's addopts left out)."""
+    return "python -m pytest -o addopts= " + " ".join(shlex.quote(t) for t in test_ids)
+
+
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_export_swe_instances(store: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_stored_bugs_are_solved_by_their_reverse(store: Path, monkeypatch: pytest.MonkeyPatch, pool: Any) -> None:  # noqa: F811
+    """Generated bugs take the original code's results from the image's clean runs; grading proves them solvable."""
+    monkeypatch.setenv("SPARRING_HOME", str(store))
+    from sparring.envs.swe.bugstore import load_bugs
+    from sparring.envs.swe.grading import SolverChanges, changes_between, grade_repair, setup_solver_repo, snapshot
+
+    bugs = load_bugs("inflection")
+    assert len(bugs) == 2
+    for artifact, validation, _ in bugs:
+        box = pool.acquire()  # the solver's repository: bug and weakening applied, one fresh commit
+        try:
+            setup_solver_repo(box, artifact)
+            before = snapshot(box)
+            _git_apply(box, reverse_diff(artifact.bug_inject_diff))
+            changes = changes_between(before, snapshot(box))
+        finally:
+            box.close()
+        assert changes.paths == sorted(diff_files(artifact.bug_inject_diff))
+        graded = grade_repair(pool, artifact, validation.expected, changes, timeout=120)
+        assert graded.solved, graded
+        assert graded.passed == len(validation.expected)
+        # and the grade can fail: leaving the bug in is not solved
+        unchanged = grade_repair(pool, artifact, validation.expected, SolverChanges(), timeout=120)
+        assert not unchanged.solved and set(unchanged.failing) == set(validation.fail_to_pass), unchanged
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_export_swe_instances(store: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, pool: Any) -> None:  # noqa: F811
     monkeypatch.setenv("SPARRING_HOME", str(store))
     import datasets
 
     from sparring.cli import app
+    from sparring.envs.swe.testing import run_tests
 
     out = tmp_path / "export"
     result = CliRunner().invoke(app, ["export", "swe-instances", "--out", str(out), "--repo", "inflection"])
@@ -93,13 +140,25 @@ def test_export_swe_instances(store: Path, monkeypatch: pytest.MonkeyPatch, tmp_
     rows = [json.loads(line) for line in (out / "instances.jsonl").read_text().splitlines()]
     assert len(rows) == 2
     for row in rows:
-        for key in ("instance_id", "repo", "version", "patch", "test_patch", "FAIL_TO_PASS", "PASS_TO_PASS", "image"):
+        for key in ("instance_id", "repo", "version", "patch", "test_patch", "image"):
             assert row[key], key
-        assert json.loads(row["FAIL_TO_PASS"]) and row["image"] == "sparring-repo/inflection:0.5.1"
-        # the fix undoes the bug: its removed lines are the bug's added lines
-        assert [ln[1:] for ln in row["patch"].splitlines() if ln.startswith("-") and not ln.startswith("---")] == [
-            ln[1:] for ln in row["bug_patch"].splitlines() if ln.startswith("+") and not ln.startswith("+++")
-        ]
+        assert row["image"] == "sparring-repo/inflection:0.5.1"
+        fail_to_pass, pass_to_pass = json.loads(row["FAIL_TO_PASS"]), json.loads(row["PASS_TO_PASS"])
+        for ids in (fail_to_pass, pass_to_pass):
+            assert isinstance(ids, list) and ids and all(isinstance(t, str) and "::" in t for t in ids), ids
+        assert not set(fail_to_pass) & set(pass_to_pass)
+        # the instance as SWE-bench uses it: the starting state, the oracle tests, then the fix
+        box = pool.acquire()
+        try:
+            for diff in (row["bug_patch"], row["test_weaken_patch"], row["test_patch"]):
+                _git_apply(box, diff)
+            broken = run_tests(box, _node_ids(fail_to_pass), expected=fail_to_pass, timeout=120)
+            assert set(fail_to_pass) <= broken.failing, broken.to_dict()  # the tests see the bug
+            _git_apply(box, row["patch"])
+            fixed = run_tests(box, _node_ids(fail_to_pass + pass_to_pass), expected=fail_to_pass + pass_to_pass)
+        finally:
+            box.close()
+        assert fixed.ok and fixed.passing == set(fail_to_pass + pass_to_pass), fixed.to_dict()
     ds = datasets.load_from_disk(str(out / "dataset"))
     assert ds.num_rows == 2 and ds[0]["instance_id"] == rows[0]["instance_id"]
     listed = CliRunner().invoke(app, ["bugs", "list"])

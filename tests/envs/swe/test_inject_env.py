@@ -9,15 +9,20 @@ import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
 
+from sparring.envs.swe.artifact import DEFAULT_TEST_SCRIPT, diff_files
 from sparring.envs.swe.inject_env import STRATEGIES, SWEInjectEnv
 from sparring.envs.swe.rewards import injector_reward
-from tests.envs.swe.bugs import REPO, files, good_artifact, pool, violating  # noqa: F401
+from tests.envs.swe.bugs import REPO, files, good_artifact, pool, repo_image, violating  # noqa: F401
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(600)]
 
 
+def _call(name: str, **arguments: Any) -> str:
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+
 def _create(path: str, content: str) -> str:
-    return f"<tool_call>{json.dumps({'name': 'create', 'arguments': {'path': path, 'content': content}})}</tool_call>"
+    return _call("create", path=path, content=content)
 
 
 @pytest.fixture()
@@ -90,3 +95,77 @@ def test_check_env_with_a_real_container(pool: Any) -> None:  # noqa: F811
         check_env(env.unwrapped, skip_render_check=True)
     finally:
         env.close()
+
+
+def test_every_strategy_is_drawn_and_prompted(pool: Any) -> None:  # noqa: F811
+    env = SWEInjectEnv(max_turns=2, repos=[REPO])
+    seen: dict[str, str] = {}
+    try:
+        for seed in range(30):
+            obs, info = env.reset(seed=seed)
+            strategy = info["task"]["strategy"]
+            assert info["task"]["id"].endswith(f"-{strategy}")
+            seen.setdefault(strategy, obs)
+            if len(seen) == len(STRATEGIES):
+                break
+    finally:
+        env.close()
+    assert set(seen) == set(STRATEGIES)
+    for strategy, obs in seen.items():
+        # the prompt carries the drawn strategy's instruction and no other's
+        assert [s for s, text in STRATEGIES.items() if text in obs] == [strategy]
+
+
+#: The history injector's target: parse 1.22.3 made flexible times keep their timezone
+#: (``dt.time()`` -> ``dt.timetz()`` in ``strf_date_convert``) and added tests for it.
+HISTORY_REPO = "parse"
+HISTORY_CODE = "parse/__init__.py"
+HISTORY_TESTS = "tests/test_parse.py"
+TZ_TEST = f"{HISTORY_TESTS}::test_flexible_time_preserves_timezone"
+
+
+def test_scripted_history_injector_reverts_a_past_change() -> None:
+    repo_image(HISTORY_REPO)
+    env = SWEInjectEnv(max_turns=12, repos=[HISTORY_REPO], strategies=("history",))
+    try:
+        obs, info = env.reset(seed=0)
+        assert info["task"]["strategy"] == "history" and STRATEGIES["history"] in obs
+
+        def bash(command: str) -> str:
+            out, _, terminated, *_ = env.step(f"<bash>{command}</bash>")
+            assert not terminated
+            return out
+
+        assert "parse 1.22.3" in bash("git log --oneline")  # one commit per release
+        # find the release that introduced the line, and its change to the code
+        out = bash(
+            f"c=$(git log --format=%H -S'dt.timetz()' -- {HISTORY_CODE}) && git log -1 --format=%s $c && "
+            f"git show $c -- {HISTORY_CODE} > /tmp/change.diff"
+        )
+        assert out.startswith("parse 1.22.3\n") and "[exit code 0]" in out, out
+        # revert it; its __version__ hunk no longer applies (the code moved on), so keep the hunk that does
+        out = bash(f"git apply -R --reject /tmp/change.diff; rm -f {HISTORY_CODE}.rej; git diff --stat")
+        assert "Rejected hunk #1" in out and "Hunk #2 applied cleanly" in out, out
+        # weaken the test that reveals it
+        weakened = (
+            "    assert result.fixed[0] == expected\n    assert result.fixed[0].utcoffset() == expected.utcoffset()\n"
+        )
+        out, *_ = env.step(_call("str_replace", path=HISTORY_TESTS, old_str=weakened, new_str="    pass\n"))
+        assert out.startswith("Edited"), out
+        out = bash(
+            f"mkdir -p /tmp/bug && git diff -- {HISTORY_CODE} > /tmp/bug/bug_inject.diff && "
+            f"git diff -- {HISTORY_TESTS} > /tmp/bug/test_weaken.diff && echo {HISTORY_TESTS} > /tmp/bug/test_files.txt"
+        )
+        assert "[exit code 0]" in out, out
+        env.step(_create("/tmp/bug/test_script.sh", DEFAULT_TEST_SCRIPT.format(files=HISTORY_TESTS)))
+        _, reward, terminated, _, info = env.step("<submit>/tmp/bug</submit>")
+    finally:
+        env.close()
+    outcome = info["outcome"]
+    assert terminated and outcome["valid"] and reward == 0.0, outcome
+    bug = outcome["artifact"]["bug_inject_diff"]
+    assert diff_files(bug) == [HISTORY_CODE] and outcome["artifact"]["origin"] == "agent:history"
+    assert "-        return dt.timetz()\n+        return dt.time()\n" in bug and "__version__" not in bug
+    # the reverted fix's tests fail again: every timezone offset of the test the release added
+    assert outcome["fail_to_pass"] and all(t.startswith(f"{TZ_TEST}[") for t in outcome["fail_to_pass"])
+    assert len(outcome["fail_to_pass"]) == 4 and outcome["pass_to_pass"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 import gymnasium as gym
@@ -36,6 +37,23 @@ def _call(name: str, **arguments: Any) -> str:
     return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
 
 
+def _search_root(box: Any, text: str) -> Any:
+    """``grep`` for ``text`` in every file under / (as root; devices, FIFOs and /proc, /sys, /dev skipped).
+
+    The search must run to its end: a timeout would say nothing about what is on disk.
+    """
+    search = "grep -rlF -D skip --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev"
+    found = box.exec(f"{search} {shlex.quote(text)} /", user="root", timeout=120)
+    assert not found.timed_out, f"the search of / for {text!r} timed out after {found.seconds:.0f} s"
+    return found
+
+
+def _assert_nowhere(box: Any, text: str) -> None:
+    """No file of the container holds ``text``: grep read everything and said "no match" (exit 1, not 2)."""
+    found = _search_root(box, text)
+    assert found.exit_code == 1 and found.stdout == "", (found.exit_code, found.stdout, found.stderr)
+
+
 def test_solver_repository_has_no_history_of_the_fix(env: Any, task: dict[str, Any]) -> None:
     obs, info = env.reset(seed=0)
     assert info["role"] == "solver" and info["task"]["id"] == task["id"]
@@ -46,18 +64,17 @@ def test_solver_repository_has_no_history_of_the_fix(env: Any, task: dict[str, A
     log = box.exec("git log --all --oneline | wc -l; git tag | wc -l; git reflog | wc -l; git stash list | wc -l")
     assert log.stdout.split() == ["1", "0", "1", "0"], log
     assert box.exec("test -e .git/ORIG_HEAD || test -e .git/packed-refs").exit_code == 1
-    assert box.exec(f"grep -qF '{BUGGY_LINE}' {SOURCE}").ok
+    # the search of / sees the repository: the buggy line is found, in the one file that holds it
+    buggy = _search_root(box, BUGGY_LINE)
+    assert buggy.exit_code == 0 and buggy.stdout.split() == [f"/repo/{SOURCE}"], buggy
     # the fixed line is nowhere: not in the tree, not in any git object, not in the artifact's folder
-    search = "grep -rlF --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev"
-    found = box.exec(f"{search} '{ORIGINAL_LINE}' / 2>/dev/null", user="root", timeout=120)
-    assert found.stdout.strip() == "", found.stdout
+    _assert_nowhere(box, ORIGINAL_LINE)
     objects = box.exec(f"git cat-file --batch-all-objects --batch | grep -cF '{ORIGINAL_LINE}'")
     assert objects.stdout.strip() == "0"
     # nor the weakening: the artifact's diffs are gone and the weakened-away assertion is nowhere
     diffs = box.exec("find / -xdev \\( -name '*inject*.diff' -o -name '*weaken*.diff' \\) -print", user="root")
     assert diffs.ok and diffs.stdout.strip() == ""
-    weakened_away = "assert ordinalized == number + inflection.ordinal(number)"
-    assert box.exec(f"{search} '{weakened_away}' / 2>/dev/null", user="root", timeout=120).stdout.strip() == ""
+    _assert_nowhere(box, "assert ordinalized == number + inflection.ordinal(number)")  # weakened away
     assert box.exec("git status --porcelain").stdout == ""
     # the weakened tests pass in the solver's repository: the bug is hidden
     assert box.exec(f"python -m pytest -q -p no:cacheprovider {TESTS} -k ordinal", timeout=120).ok

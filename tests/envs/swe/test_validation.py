@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from sparring.envs.swe.artifact import BugArtifact, file_diff
 from sparring.envs.swe.validation import CHECKS, ValidationConfig, validate_artifact
-from tests.envs.swe.bugs import TESTS, files, good_artifact, pool, violating  # noqa: F401
+from tests.envs.swe.bugs import ORIGINAL_LINE, SOURCE, TESTS, files, good_artifact, pool, violating  # noqa: F401
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -32,8 +34,65 @@ def test_each_check_rejects_with_its_reason(check: str, pool: Any, files: dict[s
     assert result.detail
     if check == "test_files":
         assert "missing test file(s): tests/test_missing.py" in result.detail
-    # every check before the failing one held
-    assert all(result.checks.get(c, True) for c in CHECKS[: CHECKS.index(check)] if c != "changed_files")
+    # an empty bug diff is refused on the artifact's text, before any test run: no check is known to hold;
+    # the others are judged on the runs, in order, so every check before the failing one held
+    before_any_run = check == "changed_files"
+    assert (result.runs == {}) == before_any_run, result.runs
+    held = () if before_any_run else CHECKS[: CHECKS.index(check)]
+    assert result.checks == {c: True for c in held} | {check: False}
+
+
+def _weakening_outside_test_files(image_files: dict[str, str]) -> BugArtifact:
+    conf, good = image_files["docs/conf.py"], good_artifact(image_files)
+    hide = file_diff("docs/conf.py", conf, conf + "# hide\n")
+    return replace(good, test_weaken_diff=good.test_weaken_diff + hide)
+
+
+def _bug_in_test_files_only(image_files: dict[str, str]) -> BugArtifact:
+    tests, case = image_files[TESTS], '("13", "13th")'
+    assert case in tests
+    return replace(
+        good_artifact(image_files), bug_inject_diff=file_diff(TESTS, tests, tests.replace(case, '("13", "13rd")'))
+    )
+
+
+def _bug_that_does_not_apply(image_files: dict[str, str]) -> BugArtifact:
+    # a diff made against code the image does not hold: its context and removed line are not in the file
+    other = image_files[SOURCE].replace(ORIGINAL_LINE, "if number % 100 in (1, 2, 3):")
+    bug = file_diff(SOURCE, other, other.replace("(1, 2, 3)", "(1, 2)"))
+    return replace(good_artifact(image_files), bug_inject_diff=bug)
+
+
+UNCOVERED = "test_weaken.diff changes ['docs/conf.py'], which test_files.txt does not list"
+TESTS_ONLY = f"bug_inject.diff changes test files ['{TESTS}']; it must change code only"
+
+
+@pytest.mark.parametrize(
+    ("make", "reason", "detail", "ran"),
+    [
+        # check 1, coverage half: the weakening also touches docs/conf.py, which test_files.txt does not list
+        (_weakening_outside_test_files, "test_files", UNCOVERED, False),
+        # check 4: a "bug" in the oracle tests only, no code changed
+        (_bug_in_test_files_only, "changed_files", TESTS_ONLY, False),
+        # check 4: the bug diff does not apply to the original code (found when the buggy state is built)
+        (_bug_that_does_not_apply, "changed_files", "bug_inject.diff does not apply: ", True),
+    ],
+    ids=["weakening_outside_test_files", "bug_in_test_files_only", "bug_does_not_apply"],
+)
+def test_more_rejections_with_their_reason(
+    make: Any,
+    reason: str,
+    detail: str,
+    ran: bool,
+    pool: Any,  # noqa: F811
+    files: dict[str, str],  # noqa: F811
+) -> None:
+    result = validate_artifact(make(files), pool.image, pool)
+    assert not result.valid and result.reason == reason, (result.reason, result.detail)
+    assert detail in result.detail, result.detail
+    assert result.checks == {reason: False}  # nothing after the refusal is judged
+    # refusals on the artifact's text run no test; a diff that does not apply is found by building the states
+    assert set(result.runs) == ({"original", "buggy", "weakened"} if ran else set()), result.runs
 
 
 def test_thresholds_are_parameters(pool: Any, files: dict[str, str]) -> None:  # noqa: F811
@@ -57,8 +116,6 @@ def test_baseline_is_reused(pool: Any, files: dict[str, str]) -> None:  # noqa: 
 
 
 def test_test_files_must_stay_inside_the_repository(pool: Any, files: dict[str, str]) -> None:  # noqa: F811
-    from dataclasses import replace
-
     art = replace(good_artifact(files), test_files=[TESTS, "../etc/passwd"])
     result = validate_artifact(art, pool.image, pool)
     assert result.reason == "test_files" and "inside" in result.detail and result.runs == {}
