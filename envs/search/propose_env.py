@@ -4,7 +4,10 @@ The task is a seed answer drawn from the corpus (a title that several other docu
 and a hop count. The proposer searches, working backwards from the answer, then submits
 ``<question>…</question>``. The question must pass the rule filters (``filters.py``) and RAG
 validation (``validation.py``): the solver role, given every document the proposer retrieved plus
-``noise_docs`` distractors and no search, must answer the seed.
+``noise_docs`` distractors and no search, must answer the seed. That needs a model, so pass
+``validator=PolicyValidator(...)`` over the policy (as ``sparring demo`` does); without one the env
+only runs the model-free :class:`~sparring.envs.search.validation.GroundingValidator`, and
+``outcome["validator"]`` says ``"grounding"``.
 
 Reward: ``rewards.proposer_invalid`` (0) for an invalid question. A valid question's reward is
 ``1 − solve rate`` (:func:`~sparring.envs.search.rewards.proposer_reward`), which needs solver
@@ -24,7 +27,7 @@ from sparring.envs.core import tool
 from sparring.envs.search.filters import ProposalRules, check_proposal
 from sparring.envs.search.rewards import SearchRewards, proposer_reward
 from sparring.envs.search.search_env import SearchToolEnv
-from sparring.envs.search.validation import EvidenceValidator, Proposal, Validator, validate_safely
+from sparring.envs.search.validation import GroundingValidator, Proposal, Validator, validate_safely
 
 __all__ = ["NoisePool", "SearchProposeEnv"]
 
@@ -86,7 +89,11 @@ class SearchProposeEnv(SearchToolEnv):
 
         Args:
             max_turns: Turn limit (searches plus the question).
-            validator: RAG validator; default :class:`EvidenceValidator` (exact match, no model).
+            validator: RAG validator, e.g. a
+                :class:`~sparring.envs.search.validation.PolicyValidator` over the policy. The
+                default, :class:`~sparring.envs.search.validation.GroundingValidator`, is only a
+                model-free grounding check (the seed occurs in a retrieved document), not RAG
+                validation.
             rules: Rule-filter bounds.
             rewards: Reward settings.
             noise_docs: Distractor documents added to the evidence in validation.
@@ -100,7 +107,12 @@ class SearchProposeEnv(SearchToolEnv):
             **kwargs: See :class:`~sparring.envs.search.search_env.SearchToolEnv`.
         """
         super().__init__(max_turns=max_turns, **kwargs)
-        self.validator: Validator = validator or EvidenceValidator()
+        if validator is not None and not callable(getattr(validator, "validate", None)):
+            raise SparringError(
+                f"validator {validator!r} has no validate(proposals) method; pass a PolicyValidator, a "
+                "GroundingValidator or another object with `name` and `validate`."
+            )
+        self.validator: Validator = validator if validator is not None else GroundingValidator()
         self.rules = rules or ProposalRules()
         self.rewards = rewards or SearchRewards()
         self.noise_docs = int(noise_docs)
@@ -151,7 +163,7 @@ class SearchProposeEnv(SearchToolEnv):
             "documents": list(self.retrieved.values()),
             "valid": False,
             "reasons": check_proposal(question, answer, self.queries, self.rules),
-            "validator": self.validator.name,
+            "validator": str(getattr(self.validator, "name", type(self.validator).__name__)),
         }
         if outcome["reasons"]:
             return outcome, proposer_reward(None, valid=False, rewards=self.rewards)

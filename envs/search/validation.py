@@ -4,15 +4,19 @@ A question that passed the rule filters is valid only if the solver role, given 
 the proposer retrieved plus a few noisy documents and *no* search tool, answers the seed answer.
 Validators are pluggable:
 
-* :class:`PolicyValidator` — a model answers: the policy itself through an ``answer_fn``
-  (``prompts -> answers``), e.g. :func:`generator_answer_fn` over a ``sparring.agents``
-  generator, or :func:`openai_answer_fn` for any OpenAI-compatible endpoint. Graded by exact
-  match after normalisation; an optional ``judge`` decides when the strings differ.
-* :class:`EvidenceValidator` — exact match only, no model: the seed answer must occur in a
-  document the proposer retrieved, so the question is at least grounded in what it read.
+* :class:`PolicyValidator` — this RAG validation: a model answers, the policy itself through an
+  ``answer_fn`` (``prompts -> answers``), e.g. :func:`generator_answer_fn` over a
+  ``sparring.agents`` generator, or :func:`openai_answer_fn` for any OpenAI-compatible endpoint.
+  Graded by exact match after normalisation only, or with a ``judge`` (e.g.
+  :func:`openai_judge_fn`) that decides when the strings differ.
+* :class:`GroundingValidator` — *not* RAG validation, a model-free grounding check: the seed
+  answer must occur in a document the proposer retrieved. It ignores the question and the noise,
+  so it cannot tell whether the question leads to the answer; it is the proposer env's default
+  only because the env has no policy to ask (``sparring demo`` passes a :class:`PolicyValidator`
+  over the policy, and a trainer should too).
 
-Validation fails closed: :func:`validate_safely` turns any exception into a rejection whose
-reason names the error.
+Validation fails closed: :func:`validate_safely` turns any exception, and anything but one
+well-formed :class:`Verdict` per proposal, into a rejection whose reason names the error.
 """
 
 from __future__ import annotations
@@ -28,9 +32,10 @@ from sparring.envs.search.scoring import answer_in_text, exact_match
 __all__ = [
     "AnswerFn",
     "ChatFn",
-    "EvidenceValidator",
+    "GroundingValidator",
     "JudgeFn",
     "PolicyValidator",
+    "EXAMPLE_ANSWER",
     "Proposal",
     "Validator",
     "Verdict",
@@ -48,7 +53,11 @@ AnswerFn = Callable[[list[str]], list[str]]
 #: ``judge(question, reference, prediction) -> same answer?``
 JudgeFn = Callable[[str, str, str], bool]
 
-_ANSWER_RE = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.DOTALL)
+_ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+_ANSWER_TAG = "<answer>"
+#: The answer the RAG prompt shows as an example; a small model copies it when lost, so it counts
+#: only where it is the seed itself.
+EXAMPLE_ANSWER = "Mars"
 _DOC_CHARS = 1200
 
 
@@ -87,38 +96,73 @@ class Validator(Protocol):
         ...
 
 
+def _checked(verdict: Any) -> Verdict:
+    """``verdict`` if it is a well-formed :class:`Verdict` (an invalid one always with a reason), else TypeError."""
+    if not isinstance(verdict, Verdict):
+        raise TypeError(f"a verdict must be a Verdict, got {type(verdict).__name__}")
+    if not isinstance(verdict.valid, bool):
+        raise TypeError(f"Verdict.valid must be a bool, got {type(verdict.valid).__name__}")
+    if not isinstance(verdict.reasons, list) or not all(isinstance(r, str) for r in verdict.reasons):
+        raise TypeError("Verdict.reasons must be a list of strings")
+    if verdict.answer is not None and not isinstance(verdict.answer, str):
+        raise TypeError(f"Verdict.answer must be a string or None, got {type(verdict.answer).__name__}")
+    if not verdict.valid and not verdict.reasons:
+        return Verdict(False, ["validator_rejected"], verdict.answer)
+    return verdict
+
+
 def validate_safely(validator: Validator, proposals: Sequence[Proposal]) -> list[Verdict]:
-    """Run ``validator``; any error (or a wrong number of verdicts) rejects every proposal with its reason."""
+    """Run ``validator``, failing closed.
+
+    Any error, a result that is not a list of one well-formed :class:`Verdict` per proposal, or a
+    validator without a ``validate`` method rejects every proposal with a ``validator_error: ...``
+    reason; a broken validator must never accept, nor raise into the env's ``step``.
+    """
     try:
         verdicts = validator.validate(list(proposals))
+        if not isinstance(verdicts, (list, tuple)):
+            raise TypeError(f"validate() must return a list of Verdicts, got {type(verdicts).__name__}")
         if len(verdicts) != len(proposals):
             raise ValueError(f"{len(verdicts)} verdicts for {len(proposals)} proposals")
-        return verdicts
+        return [_checked(v) for v in verdicts]
     except Exception as e:  # fail closed: a broken validator must never accept
         reason = f"validator_error: {type(e).__name__}: {e}"
         return [Verdict(False, [reason]) for _ in proposals]
 
 
 def rag_prompt(question: str, documents: Sequence[dict[str, Any]]) -> str:
-    """The solver prompt of RAG validation: the documents, the question, the answer format."""
+    """The solver prompt of RAG validation: the documents, the question, then the answer format.
+
+    The format comes last, next to the question: with it before some 3,000 tokens of documents,
+    SmolLM2-135M answered in sentences (which exact match rejects) far more often.
+    """
     parts = []
     for n, doc in enumerate(documents, 1):
         title, text = split_contents(doc["contents"])
         parts.append(f"Doc {n} (Title: {title}) {' '.join(text.split())[:_DOC_CHARS]}")
     return (
-        "Answer the question using only the documents below. Reply with the answer alone, a word or a "
-        "short name, inside <answer> and </answer>, for example: <answer>Mars</answer>\n\n"
+        "Answer the question using only the documents below.\n\n"
         + "\n".join(parts)
-        + f"\n\nQuestion: {question}\n"
+        + f"\n\nQuestion: {question}\nAnswer with a word or a short name only, inside <answer> and </answer>, "
+        f"for example: <answer>{EXAMPLE_ANSWER}</answer>"
     )
 
 
 def extract_answer(output: str) -> str:
-    """The text inside ``<answer>…</answer>``, else the output's first non-empty line."""
+    """The text inside ``<answer>…</answer>``, else the first non-empty line after ``<answer>`` (or of the output).
+
+    A small model often opens the tag, answers, and rambles on without closing it; the answer is
+    the first line, not the ramble.
+
+    Example:
+        >>> extract_answer("<answer> Iron\\n\\nThe answer is: Iron")
+        'Iron'
+    """
     m = _ANSWER_RE.search(output)
     if m:
         return m.group(1).strip()
-    return next((line.strip() for line in output.splitlines() if line.strip()), "")
+    _, tag, rest = output.partition(_ANSWER_TAG)
+    return next((line.strip() for line in (rest if tag else output).splitlines() if line.strip()), "")
 
 
 class PolicyValidator:
@@ -147,17 +191,25 @@ class PolicyValidator:
         for proposal, output in zip(proposals, outputs, strict=True):
             predicted = extract_answer(output)
             same = bool(exact_match(predicted, proposal.answer))
+            if not same and exact_match(predicted, EXAMPLE_ANSWER):  # copied from the prompt, not read
+                verdicts.append(Verdict(False, ["solver_answered_the_prompt_example"], predicted))
+                continue
             if not same and self.judge is not None and predicted:
-                same = self.judge(proposal.question, proposal.answer, predicted)
+                same = bool(self.judge(proposal.question, proposal.answer, predicted))
             reasons = [] if same else [f"solver_answered_other: {predicted[:80]!r}"]
             verdicts.append(Verdict(same, reasons, predicted))
         return verdicts
 
 
-class EvidenceValidator:
-    """Exact match only, no model: the seed answer must occur in a retrieved document."""
+class GroundingValidator:
+    """A model-free grounding check, not RAG validation: the seed answer occurs in a retrieved document.
 
-    name = "exact_match"
+    It neither reads the question nor uses the noise documents, so a question that leads elsewhere
+    passes as long as the proposer's searches found the seed. Use it where no model is at hand
+    (env checks, model-free tests, a cheap pre-filter); train with a :class:`PolicyValidator`.
+    """
+
+    name = "grounding"
 
     def validate(self, proposals: Sequence[Proposal]) -> list[Verdict]:
         """Valid when the normalised seed answer occurs in a document the proposer retrieved."""

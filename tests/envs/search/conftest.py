@@ -1,6 +1,8 @@
-"""Fixtures of the search tests: the default corpus (built by setup) and its BM25 retriever."""
+"""Fixtures of the search tests: the default corpus (built by setup), its BM25 retriever, the default policy."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
@@ -28,3 +30,14 @@ def bm25(corpus: Corpus) -> BM25Retriever:
     retriever = open_retriever("default")
     assert isinstance(retriever, BM25Retriever)
     return retriever
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> Any:
+    """The default policy (SmolLM2-135M-Instruct) on the HF backend, loaded once per session."""
+    from sparring.agents.model import default_model_present
+
+    require(default_model_present(), "the default model (SmolLM2-135M-Instruct)")
+    from sparring.agents.hf_backend import HFGenerator
+
+    return HFGenerator()

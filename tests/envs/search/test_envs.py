@@ -13,7 +13,7 @@ from sparring.envs.search.answer_env import SearchAnswerEnv
 from sparring.envs.search.corpus import Corpus
 from sparring.envs.search.propose_env import NoisePool, SearchProposeEnv
 from sparring.envs.search.rewards import SearchRewards
-from sparring.envs.search.validation import EvidenceValidator, Proposal, Verdict
+from sparring.envs.search.validation import GroundingValidator, Proposal, Verdict
 
 JARGON = {"id": "propose:jargon", "answer": "Jargon File", "hops": 1, "doc": "foldoc:Jargon File"}
 QUESTION = "Which on-line collection of hacker slang definitions is maintained by Eric S. Raymond?"
@@ -39,7 +39,7 @@ def _propose(env: SearchProposeEnv, actions: list[str]) -> tuple[float, dict]:
 
 
 def test_a_scripted_proposer_is_accepted_by_a_real_validator(corpus: Corpus):
-    env = SearchProposeEnv(validator=EvidenceValidator(), noise_pool=NoisePool())
+    env = SearchProposeEnv(validator=GroundingValidator(), noise_pool=NoisePool())
     reward, info = _propose(
         env,
         [

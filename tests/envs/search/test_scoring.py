@@ -8,7 +8,14 @@ from sparring.envs.search.filters import ProposalRules, check_proposal
 from sparring.envs.search.retrieval import headword_key, reciprocal_rank_fusion
 from sparring.envs.search.rewards import SearchRewards, proposer_reward, solver_reward
 from sparring.envs.search.scoring import answer_in_text, exact_match, f1_score, normalize_answer
-from sparring.envs.search.validation import EvidenceValidator, Proposal, extract_answer, validate_safely
+from sparring.envs.search.validation import (
+    GroundingValidator,
+    PolicyValidator,
+    Proposal,
+    Verdict,
+    extract_answer,
+    validate_safely,
+)
 
 
 def test_normalisation_and_metrics():
@@ -52,11 +59,11 @@ def test_reciprocal_rank_fusion_and_headword_keys():
     assert headword_key("Lambda-Calculus ") == "lambda calculus"
 
 
-def test_extract_answer_and_the_evidence_validator():
+def test_extract_answer_and_the_grounding_validator():
     assert extract_answer("I think <answer> iron </answer> now") == "iron"
     assert extract_answer("\n iron\nmore") == "iron"
     docs = [{"id": "d", "contents": '"Fe"\nFe: the symbol of iron.'}]
-    verdicts = EvidenceValidator().validate(
+    verdicts = GroundingValidator().validate(
         [Proposal("Which metal has the symbol Fe?", "iron", docs), Proposal("Which gas is inert?", "argon", docs)]
     )
     assert [v.valid for v in verdicts] == [True, False]
@@ -72,3 +79,71 @@ def test_validate_safely_rejects_a_wrong_number_of_verdicts():
 
     verdicts = validate_safely(Short(), [Proposal("q", "a", [])])
     assert not verdicts[0].valid and verdicts[0].reasons[0].startswith("validator_error: ValueError")
+
+
+class _Returns:
+    """A validator whose ``validate`` returns ``result`` whatever it is asked."""
+
+    name = "returns"
+
+    def __init__(self, result):
+        self.result = result
+
+    def validate(self, proposals):
+        return self.result
+
+
+@pytest.mark.parametrize(
+    ("result", "error"),
+    [
+        (None, "TypeError: validate() must return a list of Verdicts, got NoneType"),
+        (["yes"], "TypeError: a verdict must be a Verdict, got str"),
+        ([Verdict("yes", [])], "TypeError: Verdict.valid must be a bool, got str"),
+        ([Verdict(True, "ok")], "TypeError: Verdict.reasons must be a list of strings"),
+        ([Verdict(True, [], 42)], "TypeError: Verdict.answer must be a string or None, got int"),
+    ],
+)
+def test_validate_safely_rejects_a_malformed_verdict(result, error):
+    (verdict,) = validate_safely(_Returns(result), [Proposal("Which metal has the symbol Fe?", "iron", [])])
+    assert verdict == Verdict(False, [f"validator_error: {error}"])
+
+
+def test_an_invalid_verdict_without_reasons_gets_one_and_a_validator_without_validate_rejects():
+    (verdict,) = validate_safely(_Returns([Verdict(False, [])]), [Proposal("q", "a", [])])
+    assert verdict == Verdict(False, ["validator_rejected"])
+    (verdict,) = validate_safely(object(), [Proposal("q", "a", [])])  # type: ignore[arg-type]
+    assert not verdict.valid and verdict.reasons[0].startswith("validator_error: AttributeError")
+
+
+def test_extract_answer_takes_the_first_line_of_an_unclosed_answer():
+    assert extract_answer("<answer> Iron\n\nThe answer is: Iron") == "Iron"
+    assert extract_answer("prose first\n<answer>\n\nneon\nmore") == "neon"
+    assert extract_answer("<answer>argon</answer> and <answer>neon</answer>") == "argon"
+
+
+def test_the_policy_validator_grades_by_exact_match_then_the_judge_and_never_takes_the_prompt_example():
+    """The grading rules of :class:`PolicyValidator`; the model itself is exercised in test_validation_model."""
+    docs = [{"id": "d", "contents": '"Fe"\nFe: the symbol of iron.'}]
+    outputs = {"iron": "<answer>The iron</answer>", "ferrum": "<answer>Fe</answer>", "neon": "<answer>Mars</answer>"}
+    asked: list[tuple[str, str, str]] = []
+
+    def judge(question, reference, prediction):
+        asked.append((question, reference, prediction))
+        return reference == "ferrum"
+
+    def answer_fn(prompts):
+        assert all(p.startswith("Answer the question using only the documents below.") for p in prompts)
+        assert all("Doc 1 (Title: Fe) Fe: the symbol of iron." in p for p in prompts)
+        return [outputs[p.split("[seed:")[1].split("]")[0]] for p in prompts]
+
+    proposals = [Proposal(f"Which element is this? [seed:{a}]", a, docs) for a in outputs]
+    proposals.append(Proposal("Which planet is red? [seed:mars]", "Mars", docs))
+    outputs["mars"] = "<answer>Mars</answer>"
+    verdicts = PolicyValidator(answer_fn, judge=judge).validate(proposals)
+    assert verdicts == [
+        Verdict(True, [], "The iron"),  # exact match after normalisation: the judge is not asked
+        Verdict(True, [], "Fe"),  # the judge says the same
+        Verdict(False, ["solver_answered_the_prompt_example"], "Mars"),
+        Verdict(True, [], "Mars"),  # the example is fine where it is the seed
+    ]
+    assert asked == [("Which element is this? [seed:ferrum]", "ferrum", "Fe")]
