@@ -29,6 +29,7 @@ def bench_rollout(
     max_new_tokens: int = 64,
     device: str = "cpu",
     env_kwargs: dict[str, Any] | None = None,
+    dtype: str = "float32",
 ) -> dict[str, Any]:
     """Play ``episodes`` episodes concurrently and then sequentially; return the figures.
 
@@ -40,7 +41,11 @@ def bench_rollout(
     import sparring  # noqa: F401  (registers the envs)
     from sparring.agents.hf_backend import HFGenerator
 
-    generator = HFGenerator(None if model in (None, "default") else model, device=device)
+    if dtype not in ("float32", "bfloat16", "float16"):
+        from sparring import SparringError
+
+        raise SparringError(f"unknown dtype {dtype!r}; use float32, bfloat16 or float16.")
+    generator = HFGenerator(None if model in (None, "default") else model, device=device, dtype=dtype)
     sampling = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
     specs = [
         EpisodeSpec(lambda: gym.make(env_id, max_turns=max_turns, **(env_kwargs or {})), seed=s, env_id=env_id)
@@ -75,6 +80,7 @@ def bench_rollout(
         "model": generator.name.rsplit("/", 1)[-1],
         "backend": "hf",
         "device": device,
+        "dtype": dtype,
         "torch_threads": torch.get_num_threads(),
         **bench_machine(),
         "episodes": episodes,

@@ -110,6 +110,8 @@ def _bench_rollout(
     max_new_tokens: int = typer.Option(64, help="Tokens generated per turn at most."),
     threads: int = typer.Option(None, help="Torch CPU threads (default: torch's choice)."),
     env_kwargs: str = typer.Option("{}", help="JSON keyword arguments of gym.make, e.g. '{\"topk\": 2}'."),
+    dtype: str = typer.Option("float32", help="Weights: float32 (the default policy), bfloat16 or float16."),
+    device: str = typer.Option("cpu", help="Torch device of the policy (cpu, cuda)."),
 ) -> None:
     """Rollout throughput: tokens/s, episodes/min, env-wait share, speed-up of 8 at once over one by one."""
     from sparring import SparringError
@@ -128,6 +130,8 @@ def _bench_rollout(
         max_turns=max_turns,
         max_new_tokens=max_new_tokens,
         env_kwargs=kwargs,
+        dtype=dtype,
+        device=device,
     )
     if as_json:
         print(json.dumps(result))

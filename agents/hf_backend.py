@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sparring.agents.generation import Generation, SamplingParams
+from sparring.agents.generation import Generation, SamplingParams, row_seed
 from sparring.agents.prefix_cache import MIN_SHARED, PrefixCache
 
 if TYPE_CHECKING:
@@ -68,6 +68,7 @@ class HFGenerator:
         if model_obj is None:
             self.name = resolve_model(model)
         self.device = device
+        _require_full_attention(self.model, self.name)
         self.eos_ids = _eos_ids(self.tokenizer, self.model)
         self.eos_set = frozenset(self.eos_ids)
         self.pad_id = int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0])
@@ -106,7 +107,7 @@ class HFGenerator:
     def _generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Generation]:
         from sparring.agents.hf_batch import DecodeBatch, Request
 
-        requests = [Request(i, p, replace(sampling, seed=_row_seed(sampling.seed, i))) for i, p in enumerate(prompts)]
+        requests = [Request(i, p, replace(sampling, seed=row_seed(sampling.seed, i))) for i, p in enumerate(prompts)]
         batch = DecodeBatch(self)
         results = dict(self._admit(batch, requests))
         while batch.active:
@@ -191,11 +192,6 @@ def _eos_ids(tokenizer: Any, model: Any) -> list[int]:
 StreamRequest = tuple[Hashable, Sequence[int], SamplingParams]
 
 
-def _row_seed(seed: int | None, row: int) -> int | None:
-    """Row ``row``'s own seed, derived from the call's (None stays None: not reproducible)."""
-    return None if seed is None else (seed * 1_000_003 + row) % 2**62
-
-
 class HFStream:
     """A continuous batch over an :class:`HFGenerator` (see :mod:`sparring.agents.hf_batch`).
 
@@ -235,3 +231,16 @@ class HFStream:
         """Decode one token of every row."""
         with self.generator._lock:
             return self._batch.step()
+
+
+def _require_full_attention(model: Any, name: str) -> None:
+    """Refuse, in one sentence, a model whose KV cache has layers the continuous batch cannot hold."""
+    from sparring import SparringError
+    from sparring.agents.kv_cache import SlotLayer, slot_cache
+
+    kinds = {type(layer).__name__ for layer in slot_cache(model.config).layers if not isinstance(layer, SlotLayer)}
+    if kinds:
+        raise SparringError(
+            f"model {name} has cache layers the HF backend cannot batch ({', '.join(sorted(kinds))}: sliding-window "
+            "or linear attention); serve it with vLLM (`vllm serve`) and use the HTTP backend instead."
+        )

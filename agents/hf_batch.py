@@ -9,8 +9,11 @@ join while the others are still decoding (what vLLM calls continuous batching).
 
 Layout: every row of the cache has the same number of columns; the columns a row does not use
 are padding, masked out (before its tokens, and between a cached prefix and its new tokens).
-Positions are explicit, so padding never shifts them. When rows leave, the padding that only
-they needed is cut: each remaining row's columns are packed to the right.
+Positions are explicit, so padding never shifts them. The cache's rows live in fixed slots
+(:class:`~sparring.agents.kv_cache.SlotLayer`): a joining row is written into a free slot, a
+leaving row's slot gets the last row. When rows leave, padding that no remaining row needs is cut:
+leading padding by moving the window, padding in the middle of rows by packing each row's columns
+to the right.
 
 Each row samples with its own ``torch.Generator`` seeded from its request, so a sampled turn is
 reproducible whatever else shares the batch (up to float rounding of batched matmuls).
@@ -25,7 +28,7 @@ from typing import Any
 import torch
 
 from sparring.agents.generation import Generation, SamplingParams
-from sparring.agents.kv_cache import growing_cache
+from sparring.agents.kv_cache import SlotLayer, slot_cache
 
 __all__ = ["DecodeBatch", "Request", "sample_next"]
 
@@ -181,7 +184,11 @@ class DecodeBatch:
         return self._retire(done)
 
     def _retire(self, done: list[int]) -> list[tuple[Hashable, Generation]]:
-        """Remember the finished rows' states, take them out of the batch, return their results."""
+        """Remember the finished rows' states, take them out of the batch, return their results.
+
+        A leaving row's slot gets the batch's last row (one row's copy, see
+        :class:`~sparring.agents.kv_cache.SlotLayer`); the rows' order changes the same way.
+        """
         if not done:
             return []
         assert self.mask is not None and self.positions is not None and self.tokens is not None
@@ -190,32 +197,45 @@ class DecodeBatch:
             row = self.rows[index]
             self.gen.remember(list(row.request.prompt) + row.out_ids[:-1], self.cache, self.mask, index)
             results.append((row.request.key, self._result(row)))
-        keep = [i for i in range(len(self.rows)) if i not in set(done)]
-        self.rows = [self.rows[i] for i in keep]
-        if not keep:
-            self.cache = self.mask = self.positions = self.tokens = None
+        order = list(range(len(self.rows)))
+        for index in sorted(done, reverse=True):
+            order[index] = order[-1]
+            order.pop()
+            for layer in self._slots():
+                layer.remove(index)
+        self.rows = [self.rows[i] for i in order]
+        if not order:
+            self.mask = self.positions = self.tokens = None
             return results
-        kept = torch.tensor(keep, device=self.mask.device)
-        self.cache.batch_select_indices(kept)
+        kept = torch.tensor(order, device=self.mask.device)
         self.mask, self.positions, self.tokens = self.mask[kept], self.positions[kept], self.tokens[kept]
         self._compact()
         return results
 
     def _compact(self) -> None:
-        """Drop the padding columns that the rows still here do not need (when enough have piled up).
+        """Cut the padding columns that the remaining rows do not need (when enough have piled up).
 
-        Each row keeps its own columns in order, right-aligned to the widest row's count.
+        Leading padding that every row has goes by moving the start of the cache's window (no
+        copy). Padding in the middle of rows (between a cached prefix and a row's new tokens) is
+        cut by packing each row's own columns to the right, in order (one copy of the rows).
         """
         assert self.mask is not None
+        unused = int(self.mask.argmax(dim=1).min())  # each row's first own column; the fewest leading pads
+        if unused >= TRIM_COLUMNS:
+            self.mask = self.mask[:, unused:]
+            for layer in self._slots():
+                layer.trim(unused)
         width = int(self.mask.sum(dim=1).max())
         if self.mask.shape[1] - width < TRIM_COLUMNS:
             return
         # A stable sort puts a row's padding columns first and its own after them, each in order.
         columns = torch.sort(self.mask, dim=1, stable=True).indices[:, -width:]
         self.mask = self.mask.gather(1, columns)
-        for layer in self.cache.layers:
-            index = columns[:, None, :, None].expand(-1, layer.keys.shape[1], -1, layer.keys.shape[-1])
-            layer.keys, layer.values = layer.keys.gather(2, index), layer.values.gather(2, index)
+        for layer in self._slots():
+            layer.repack(columns)
+
+    def _slots(self) -> list[SlotLayer]:
+        return [layer for layer in self.cache.layers if isinstance(layer, SlotLayer)]
 
     def _result(self, row: _Row) -> Generation:
         return Generation(
@@ -227,7 +247,9 @@ class DecodeBatch:
 
     def _seed_cache(self, hits: list[tuple[int, Any]], cached: int, n: int) -> Any:
         """A KV cache holding each new row's cached prefix, right-aligned at column ``cached``."""
-        cache = growing_cache(self.gen.model.config)
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self.gen.model.config)
         if cached == 0:
             return cache
         template = next(states for c, states in hits if states is not None)
@@ -242,29 +264,27 @@ class DecodeBatch:
         return cache
 
     def _merge(self, rows: list[_Row], cache: Any, mask: torch.Tensor, positions: torch.Tensor) -> None:
-        """Append freshly prefilled rows to the batch, left-padding whichever side has fewer columns."""
+        """Copy freshly prefilled rows into the batch's slots; left-pad whichever mask has fewer columns."""
         if self.cache is None:
-            self.rows, self.cache, self.mask, self.positions = rows, cache, mask, positions
+            self.cache = slot_cache(self.gen.model.config)
+        for slots, new in zip(self.cache.layers, cache.layers, strict=True):
+            slots.place(new.keys, new.values)
+        if not self.rows:
+            self.rows, self.mask, self.positions = rows, mask, positions
             return
         assert self.mask is not None and self.positions is not None
         columns = max(self.mask.shape[1], mask.shape[1])
         self.mask = torch.cat([_pad_left(self.mask, columns), _pad_left(mask, columns)])
-        for old, new in zip(self.cache.layers, cache.layers, strict=True):
-            keys = torch.cat([_pad_left(old.keys, columns, dim=-2), _pad_left(new.keys, columns, dim=-2)])
-            values = torch.cat([_pad_left(old.values, columns, dim=-2), _pad_left(new.values, columns, dim=-2)])
-            old.keys, old.values = keys, values
         self.positions = torch.cat([self.positions, positions])
         self.rows = self.rows + rows
 
 
-def _pad_left(t: torch.Tensor, columns: int, dim: int = -1) -> torch.Tensor:
-    """``t`` with zero columns prepended along ``dim`` up to ``columns``."""
-    missing = columns - t.shape[dim]
+def _pad_left(t: torch.Tensor, columns: int) -> torch.Tensor:
+    """``t`` ``[rows, c]`` with zero columns prepended up to ``columns``."""
+    missing = columns - t.shape[1]
     if missing == 0:
         return t
-    shape = list(t.shape)
-    shape[dim] = missing
-    return torch.cat([t.new_zeros(shape), t], dim=dim)
+    return torch.cat([t.new_zeros((t.shape[0], missing)), t], dim=1)
 
 
 def _row_rng(sampling: SamplingParams, device: str) -> torch.Generator | None:

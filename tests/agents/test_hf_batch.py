@@ -1,4 +1,4 @@
-"""The HF backend's decoding machinery on the real SmolLM2: the growing KV cache, prepacked
+"""The HF backend's decoding machinery on the real SmolLM2: the slot KV cache, prepacked
 linear layers, and the continuous batch whose rows join and leave while others decode."""
 
 from __future__ import annotations
@@ -52,19 +52,48 @@ def _decode_logits(model: Any, cache: Any, steps: int, select_after: int | None 
     return out
 
 
-def test_growing_cache_gives_the_dynamic_caches_logits(model: Any) -> None:
+def test_slot_cache_gives_the_dynamic_caches_logits(model: Any) -> None:
     import torch
     from transformers import DynamicCache
 
-    from sparring.agents.kv_cache import GrowingLayer, growing_cache
+    from sparring.agents.kv_cache import SlotLayer, slot_cache
 
-    cache = growing_cache(model.config)
-    assert all(isinstance(layer, GrowingLayer) for layer in cache.layers)
-    for select_after in (None, 3):  # a batch select in the middle makes the layer reallocate
-        grown = _decode_logits(model, growing_cache(model.config), 6, select_after)
+    cache = slot_cache(model.config)
+    assert all(isinstance(layer, SlotLayer) for layer in cache.layers)
+    for select_after in (None, 3):  # a batch select in the middle re-places the rows
+        slotted = _decode_logits(model, slot_cache(model.config), 6, select_after)
         reference = _decode_logits(model, DynamicCache(config=model.config), 6, select_after)
-        for a, b in zip(grown, reference, strict=True):
+        for a, b in zip(slotted, reference, strict=True):
             assert torch.allclose(a, b, atol=1e-4), (a - b).abs().max()
+
+
+def test_slot_layer_places_removes_and_trims_rows() -> None:
+    """Rows keep their own states through joins (right-aligned), swap-removal and trimming."""
+    import torch
+
+    from sparring.agents.kv_cache import SlotLayer
+
+    layer = SlotLayer()
+    a = torch.arange(1 * 2 * 3 * 4, dtype=torch.float32).reshape(1, 2, 3, 4) + 1
+    b = -torch.arange(1 * 2 * 5 * 4, dtype=torch.float32).reshape(1, 2, 5, 4) - 1
+    layer.place(a, a * 10)
+    layer.place(b, b * 10)  # longer than the window: it widens leftwards, row a is left-padded
+    assert layer.keys.shape == (2, 2, 5, 4) and layer.get_seq_length() == 5
+    assert torch.equal(layer.keys[0, :, 2:], a[0]) and torch.equal(layer.keys[1], b[0])
+    assert torch.equal(layer.values[1], b[0] * 10)
+    step = torch.full((2, 2, 1, 4), 7.0)
+    keys, _ = layer.update(step, step)
+    assert keys.shape == (2, 2, 6, 4) and torch.equal(keys[:, :, -1:], step)
+    c = torch.full((1, 2, 2, 4), 3.0)
+    layer.place(c, c)
+    layer.remove(0)  # row c moves into row a's slot
+    assert layer.keys.shape == (2, 2, 6, 4)
+    assert torch.equal(layer.keys[0, :, -2:], c[0]) and torch.equal(layer.keys[1, :, :5], b[0])
+    layer.trim(3)
+    assert torch.equal(layer.keys[1, :, :2], b[0, :, 3:]) and layer.get_seq_length() == 3
+    for _ in range(300):  # past the spare columns: the buffers grow and keep every row's states
+        layer.update(torch.ones(2, 2, 1, 4), torch.ones(2, 2, 1, 4))
+    assert layer.get_seq_length() == 303 and torch.equal(layer.keys[0, :, 1:3], c[0])
 
 
 def test_packed_linears_match_and_unpack(model: Any) -> None:
@@ -132,3 +161,38 @@ def test_sampled_episodes_do_not_depend_on_the_batch(hf_generator: Any) -> None:
     other = replace(sampling, seed=8)
     changed = EpisodeRunner(hf_generator, RunnerConfig(concurrency=8, sampling=other, progress=False)).run(specs)
     assert [ep.token_ids for ep in changed] != [ep.token_ids for ep in together]
+
+
+def test_slot_layer_keeps_its_buffers_in_step_with_transformers_operations() -> None:
+    """Row selection, beam reordering, repetition and crop act on the states the next update extends."""
+    import torch
+
+    from sparring.agents.kv_cache import SlotLayer
+
+    layer = SlotLayer()
+    layer.batch_select_indices(torch.tensor([0]))  # an empty layer: nothing to select, no error
+    states = torch.arange(3 * 1 * 4 * 2, dtype=torch.float32).reshape(3, 1, 4, 2)
+    layer.update(states, -states)
+    layer.reorder_cache(torch.tensor([2, 0, 1]))
+    assert torch.equal(layer.keys, states[[2, 0, 1]]) and torch.equal(layer.values, -states[[2, 0, 1]])
+    layer.batch_select_indices(torch.tensor([1]))
+    layer.batch_repeat_interleave(2)
+    assert torch.equal(layer.keys, states[[0, 0]])
+    layer.crop(-1)
+    step = torch.full((2, 1, 1, 2), 9.0)
+    keys, values = layer.update(step, step)
+    assert torch.equal(keys, torch.cat([states[[0, 0], :, :3], step], dim=2)) and torch.equal(values[:, :, -1:], step)
+    with pytest.raises(ValueError, match="negative"):
+        layer.crop(2)
+
+
+def test_a_model_with_sliding_window_layers_is_refused_in_one_sentence() -> None:
+    from types import SimpleNamespace
+
+    from transformers import MistralConfig
+
+    from sparring import SparringError
+    from sparring.agents.hf_backend import _require_full_attention
+
+    with pytest.raises(SparringError, match=r"DynamicSlidingWindowLayer: sliding-window .* use the HTTP backend"):
+        _require_full_attention(SimpleNamespace(config=MistralConfig(num_hidden_layers=2, sliding_window=8)), "m")
