@@ -27,6 +27,7 @@ __all__ = [
     "SamplingParams",
     "make_generator",
     "require_token_exact",
+    "row_seed",
 ]
 
 FinishReason = Literal["stop", "length"]
@@ -51,6 +52,15 @@ class SamplingParams:
     def greedy(self) -> bool:
         """Whether sampling is deterministic argmax."""
         return self.temperature <= 0.0
+
+
+def row_seed(seed: int | None, row: int) -> int | None:
+    """Row ``row``'s own seed, derived from a call's ``seed`` (None stays None: not reproducible).
+
+    Every backend seeds each prompt of a batch with this, so two identical prompts in one call
+    sample two different continuations, and a call with the same seed samples the same ones.
+    """
+    return None if seed is None else (seed * 1_000_003 + row) % 2**62
 
 
 @dataclass

@@ -13,10 +13,11 @@ import json
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from sparring import SparringError
-from sparring.agents.generation import ChatGenerator, Generation, Generator, SamplingParams
+from sparring.agents.generation import ChatGenerator, Generation, Generator, SamplingParams, row_seed
 
 __all__ = ["HTTPChatGenerator", "HTTPGenerator", "connect"]
 
@@ -100,9 +101,22 @@ class HTTPGenerator:
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(tokenizer_name or self.name)
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Generation]:
-        """One completions request for the whole batch."""
+        """One completions request for the whole batch; with a seed and sampling, one request per prompt.
+
+        A seeded batch request gives every prompt the same seed, so identical prompts (a task's
+        G solver attempts) would sample identical answers; each prompt then goes alone, with its
+        own :func:`~sparring.agents.generation.row_seed`, concurrently (the server batches them).
+        """
         if not prompts:
             return []
+        if sampling.seed is None or sampling.greedy or len(prompts) == 1:
+            return self._complete(prompts, sampling)
+        rows = [replace(sampling, seed=row_seed(sampling.seed, i)) for i in range(len(prompts))]
+        with ThreadPoolExecutor(max_workers=min(len(prompts), 32)) as pool:
+            return [g for out in pool.map(lambda p, s: self._complete([p], s), prompts, rows) for g in out]
+
+    def _complete(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Generation]:
+        """One completions request for ``prompts``."""
         body: dict[str, Any] = {
             "model": self.name,
             "prompt": [list(p) for p in prompts],
@@ -132,7 +146,8 @@ class HTTPGenerator:
             if ids is None or logprobs is None or len(logprobs) != len(ids):
                 raise SparringError(
                     f"the policy server at {self.client.base_url} returned no token ids or logprobs; it cannot be "
-                    "used for token-exact episodes (use vllm serve or sparring serve-policy, or --chat-only for eval)."
+                    "used for token-exact episodes (use vllm serve or sparring serve-policy; "
+                    "`sparring eval search --chat-only` evaluates a chat-only API)."
                 )
             out.append(
                 Generation(

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sparring import SparringError
-from sparring.agents.generation import Generation, SamplingParams
+from sparring.agents.generation import Generation, SamplingParams, row_seed
 
 __all__ = ["VLLMGenerator"]
 
@@ -51,15 +51,18 @@ class VLLMGenerator:
         from vllm import SamplingParams as VSampling
         from vllm.inputs import TokensPrompt
 
-        params = VSampling(
-            temperature=max(0.0, sampling.temperature),
-            top_p=sampling.top_p,
-            max_tokens=sampling.max_new_tokens,
-            stop=list(sampling.stop) or None,
-            include_stop_str_in_output=True,
-            seed=sampling.seed,
-            logprobs=0,
-        )
+        params = [  # one per prompt: a shared seed would sample identical prompts identically
+            VSampling(
+                temperature=max(0.0, sampling.temperature),
+                top_p=sampling.top_p,
+                max_tokens=sampling.max_new_tokens,
+                stop=list(sampling.stop) or None,
+                include_stop_str_in_output=True,
+                seed=row_seed(sampling.seed, i),
+                logprobs=0,
+            )
+            for i in range(len(prompts))
+        ]
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params, use_tqdm=False)
         results = []
         for out in outputs:

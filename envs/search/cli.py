@@ -105,6 +105,11 @@ def _eval_search(
     model: str = typer.Option("default", "--model", help="Hub id, local path, or 'default' (SmolLM2)."),
     backend: str = typer.Option("hf", "--backend", help="hf, http or vllm; 'baseline' runs the model-free floor."),
     base_url: str = typer.Option(None, "--base-url", help="OpenAI-compatible server for --backend http."),
+    chat_only: bool = typer.Option(
+        False,
+        "--chat-only",
+        help="With --backend http: a chat-only API (hosted models): messages, not token ids.",
+    ),
     corpus: str = typer.Option(DEFAULT_CORPUS, "--corpus"),
     retriever: str = typer.Option(None, "--retriever", help="Retrieval server URL (default: BM25 in-process)."),
     limit: int = typer.Option(50, "--limit", help="Held-out questions to run."),
@@ -124,7 +129,11 @@ def _eval_search(
         from sparring.agents.generation import make_generator
         from sparring.envs.search.validation import generator_chat_fn
 
-        options = {"base_url": base_url} if base_url else {}
+        options: dict[str, Any] = {"base_url": base_url} if base_url else {}
+        if chat_only:
+            if backend != "http":
+                raise SparringError("--chat-only goes with --backend http (a hosted OpenAI-compatible API).")
+            options["chat_only"] = True
         generator = make_generator(backend, None if model == "default" else model, **options)
         policy = generator_chat_fn(generator, max_new_tokens, stop=("</search>", "</answer>"))
     report = evaluate_search(policy, config, retriever)

@@ -103,3 +103,17 @@ def test_chat_only_endpoint_plays_for_eval_but_not_for_training(policy_server):
 def test_unreachable_server_is_a_clear_error():
     with pytest.raises(SparringError, match="cannot reach the policy server"):
         HTTPGenerator(f"http://127.0.0.1:{_free_port()}/v1")
+
+
+def test_a_seeded_batch_samples_each_prompt_with_its_own_seed(policy_server):
+    """Identical prompts in one seeded call (a task's solver attempts) get different samples, reproducibly."""
+    generator = HTTPGenerator(policy_server)
+    prompt = generator.tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Invent a name for a cat."}], add_generation_prompt=True, tokenize=True
+    )
+    prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=12, seed=7)
+    first = generator.generate([prompt, prompt, prompt], sampling)
+    again = generator.generate([prompt, prompt, prompt], sampling)
+    assert [g.token_ids for g in first] == [g.token_ids for g in again]
+    assert len({tuple(g.token_ids) for g in first}) == 3, [g.text for g in first]
