@@ -90,6 +90,14 @@ def requirements() -> list[Requirement]:
     return reqs
 
 
+def _check(req: Requirement) -> tuple[bool | None, str]:
+    """``req.check()``, with None in place of the verdict when the check itself raised."""
+    try:
+        return req.check()
+    except Exception as e:  # a check must never turn into a traceback
+        return None, f"check failed: {e}"
+
+
 @app.command()
 def doctor() -> None:
     """Check the Docker engine, images, model and corpus; print the fix for each missing piece."""
@@ -98,10 +106,7 @@ def doctor() -> None:
         table.add_column(col)
     missing_required = 0
     for req in requirements():
-        try:
-            ok, detail = req.check()
-        except Exception as e:  # a check must never turn into a traceback
-            ok, detail = False, f"check failed: {e}"
+        ok, detail = _check(req)
         if not ok and req.required:
             missing_required += 1
         status = "[green]ok[/]" if ok else ("[red]missing[/]" if req.required else "[yellow]missing[/]")
@@ -124,13 +129,17 @@ def setup(
         if goal not in req.needed_for:
             continue
         t0 = time.perf_counter()
-        ok, detail = req.check()
+        ok, detail = _check(req)
+        if ok is None:  # the check itself broke: setting the piece up would hit the same cause
+            raise SparringError(
+                f"{req.name}: {detail}; fix that (`sparring doctor` shows every piece), then run setup again."
+            )
         if ok:
             console.print(f"[green]✓[/] {req.name}: {detail} (already there)")
             continue
         console.print(f"[cyan]→[/] {req.name}: setting up ...")
         req.ensure()
-        ok, detail = req.check()
+        ok, detail = _check(req)
         if not ok:
             raise SparringError(f"setup of {req.name} did not produce it ({detail}); try: {req.fix}")
         console.print(f"[green]✓[/] {req.name}: {detail} ({time.perf_counter() - t0:.1f} s)")

@@ -7,8 +7,9 @@ same inputs exists. The steps:
 2. a wheelhouse of the project's dependencies, downloaded on the host for the image's Python
    (``pip download --only-binary=:all:``); the image installs it with ``pip install --no-index``;
 3. ``docker build`` of ``containers/repo.Dockerfile`` on the base image, with no network;
-4. the test suite, twice, each time in a fresh sandbox: tests that do not pass in both runs,
-   and the catalog's known-flaky tests, are excluded;
+4. the test suite, twice, each time in a fresh sandbox (once when the first run alone is over
+   the time limit): tests that do not pass in both runs, and the catalog's known-flaky tests,
+   are excluded;
 5. the image is finished with labels holding the summary and the whole JSON manifest
    (:class:`RepoManifest`), which is also written to ``sparring_home()/repos/NAME/manifest.json``.
 
@@ -286,11 +287,15 @@ def _finish(spec: RepoSpec, built: str, manifest: RepoManifest) -> None:
     shutil.rmtree(context, ignore_errors=True)
 
 
-def _clean_runs(spec: RepoSpec, image: str, timeout: float) -> list[TestRun]:
-    """The suite run twice, each in a fresh container of IMAGE."""
+def _clean_runs(spec: RepoSpec, image: str, limit_s: float, timeout: float) -> list[TestRun]:
+    """The suite run twice, each in a fresh container of IMAGE, each killed after TIMEOUT seconds.
+
+    A first run slower than twice LIMIT_S (a timed-out one included) puts the mean of the two runs
+    over the limit whatever the second does, so the second is not run: the verdict is already known.
+    """
     from sparring.envs.swe.sandbox import SandboxPool
 
-    runs = []
+    runs: list[TestRun] = []
     pool = SandboxPool(image, size=1)
     try:
         for _ in range(2):
@@ -299,26 +304,37 @@ def _clean_runs(spec: RepoSpec, image: str, timeout: float) -> list[TestRun]:
                 runs.append(run_tests(sandbox, spec.test_command, timeout=timeout))
             finally:
                 pool.release(sandbox)
+            if runs[0].status == "timeout" or runs[0].seconds > 2 * limit_s:
+                break
     finally:
         pool.close()
     return runs
 
 
 def _judge(spec: RepoSpec, runs: list[TestRun], limit_s: float) -> tuple[list[str], list[str], dict[str, str]]:
-    """(passed, skipped, excluded) from two clean runs; raises when the suite is unusable."""
-    first, second = runs
+    """(passed, skipped, excluded) from the clean runs; raises when the suite is unusable.
+
+    A suite over the time limit is refused first (a timed-out run says at least how slow), then
+    one that cannot run at all; a suite whose failures show network errors is refused as needing
+    the network before the generic "no test passes", which would hide why.
+    """
+    too_slow = f"over the {limit_s:.0f} s limit; choose a smaller test_command."
+    timed_out = [r for r in runs if r.status == "timeout"]
+    if timed_out:
+        raise SparringError(
+            f"the test suite of {spec.name} takes more than {timed_out[0].seconds:.0f} s (it was stopped there), "
+            + too_slow
+        )
     for run in runs:
-        if run.status in ("timeout", "crash", "no_report", "no_tests"):
+        if run.status in ("crash", "no_report", "no_tests"):
             raise SparringError(
                 f"the test suite of {spec.name} {spec.version} is unusable: {run.detail or run.status}; "
                 f"check test_command {spec.test_command!r}."
             )
     mean = sum(r.seconds for r in runs) / len(runs)
     if mean > limit_s:
-        raise SparringError(
-            f"the test suite of {spec.name} takes {mean:.0f} s, over the {limit_s:.0f} s limit; "
-            "choose a smaller test_command."
-        )
+        raise SparringError(f"the test suite of {spec.name} takes {mean:.0f} s, " + too_slow)
+    first, second = runs
     passed, skipped, excluded = [], [], {}
     flaky = set(spec.flaky)
     for test_id in sorted(set(first.tests) | set(second.tests)):
@@ -333,16 +349,16 @@ def _judge(spec: RepoSpec, runs: list[TestRun], limit_s: float) -> tuple[list[st
             skipped.append(test_id)
         else:
             excluded[test_id] = f"{a} on the clean code"
-    if not passed:
-        raise SparringError(
-            f"no test of {spec.name} {spec.version} passes on the clean code in the sandbox; "
-            "check deps and test_command."
-        )
     failing = [r for r in runs if r.failing]
     if len(excluded) > len(passed) and any(sign in r.output for r in failing for sign in _NETWORK_SIGNS):
         raise SparringError(
             f"most tests of {spec.name} fail because they need the network, which the sandbox does not have; "
             "pick another project."
+        )
+    if not passed:
+        raise SparringError(
+            f"no test of {spec.name} {spec.version} passes on the clean code in the sandbox; "
+            "check deps and test_command."
         )
     return passed, skipped, excluded
 
@@ -356,7 +372,8 @@ def ensure_repo_image(
         spec: The catalog entry.
         force: Rebuild even if the image is up to date.
         step: Called with a short description as each step starts (for progress display).
-        limit_s: The suite's time limit (mean of the two clean runs).
+        limit_s: The suite's time limit (mean of the two clean runs; a run killed at
+            ``max(3 * limit_s, 120)`` seconds is over it).
 
     Returns:
         The image's manifest.
@@ -397,7 +414,7 @@ def ensure_repo_image(
         runs = timed(
             "suite",
             "running the test suite twice",
-            lambda: _clean_runs(spec, building, timeout=max(3 * limit_s, 120.0)),
+            lambda: _clean_runs(spec, building, limit_s, timeout=max(3 * limit_s, 120.0)),
         )
         passed, skipped, excluded = _judge(spec, runs, limit_s)
     except SparringError:

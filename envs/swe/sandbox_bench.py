@@ -15,6 +15,7 @@ command, as an agent's commands come between generations, except the back-to-bac
 
 from __future__ import annotations
 
+import shutil
 import statistics
 import subprocess
 import time
@@ -74,9 +75,18 @@ def _containers_per_s(image: str, count: int) -> float:
 
 
 def run_sandbox_bench(rounds: int = 50, image: str = BASE_IMAGE) -> dict[str, object]:
-    """Measure every figure in one run and return them as one JSON-ready dict."""
+    """Measure every figure in one run and return them as one JSON-ready dict.
+
+    Raises:
+        SparringError: The ``docker`` CLI is not on PATH, or the base image is missing.
+    """
     from sparring import SparringError
 
+    if shutil.which("docker") is None:  # checked first: the CLI figure comes after a minute of others
+        raise SparringError(
+            "the bench compares against the `docker` command-line client, which is not on PATH; "
+            "install it (e.g. `apt-get install docker.io`) or add its folder to PATH."
+        )
     ok, detail = base_image_status()
     if image == BASE_IMAGE and not ok:
         raise SparringError(f"the base image is needed ({detail}); run `sparring build base`.")

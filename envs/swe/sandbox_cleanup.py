@@ -19,6 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from sparring import SparringError
 from sparring.envs.swe.docker_engine import docker_client, shared_client
 
 #: Label on everything the project creates at run time (images excepted).
@@ -51,6 +52,12 @@ def owner_alive(owner: str) -> bool:
     if host != socket.gethostname():
         return True
     return pid.isdigit() and _start_time(int(pid)) == start
+
+
+def _removed_or_going(error: Exception) -> bool:
+    """Whether removing a container failed only because it is gone or another removal is under way."""
+    text = str(error)
+    return "No such container" in text or "already in progress" in text
 
 
 class Reaper:
@@ -88,8 +95,8 @@ class Reaper:
         """Remove a container and wait for it (an already removed one is fine)."""
         try:
             shared_client().api.remove_container(container_id, force=True)
-        except Exception as e:  # NotFound, or removal already in progress
-            if "No such container" not in str(e) and "already in progress" not in str(e):
+        except Exception as e:
+            if not _removed_or_going(e):
                 raise
         with self._lock:
             self._live.discard(container_id)
@@ -179,11 +186,17 @@ class GarbageReport:
 def collect_garbage(all_owners: bool = False) -> GarbageReport:
     """Remove labelled containers and networks whose owning process is gone.
 
+    Containers that vanish or start being removed by someone else meanwhile (their owner's exit
+    hook, a second ``sparring gc``) are left to that removal and not counted.
+
     Args:
         all_owners: Remove those of live processes too (every labelled container and network).
 
     Returns:
         How many of each were removed.
+
+    Raises:
+        SparringError: The engine refused a listing or a removal; the message says which and why.
     """
     import docker
 
@@ -193,18 +206,25 @@ def collect_garbage(all_owners: bool = False) -> GarbageReport:
     def orphaned(labels: dict[str, str] | None) -> bool:
         return all_owners or not owner_alive((labels or {}).get(OWNER_LABEL, ""))
 
-    for c in api.containers(all=True, filters={"label": f"{LABEL}=1"}):
-        if orphaned(c.get("Labels")):
-            try:
-                api.remove_container(c["Id"], force=True)
-                report.containers += 1
-            except docker.errors.NotFound:  # removed meanwhile
-                pass
-    for n in api.networks(filters={"label": f"{LABEL}=1"}):
-        if orphaned(n.get("Labels")):
-            try:
-                api.remove_network(n["Id"])
-                report.networks += 1
-            except docker.errors.APIError:  # removed meanwhile, or still used by a live container
-                pass
+    try:
+        for c in api.containers(all=True, filters={"label": f"{LABEL}=1"}):
+            if orphaned(c.get("Labels")):
+                try:
+                    api.remove_container(c["Id"], force=True)
+                    report.containers += 1
+                except docker.errors.APIError as e:
+                    if not _removed_or_going(e):
+                        raise
+        for n in api.networks(filters={"label": f"{LABEL}=1"}):
+            if orphaned(n.get("Labels")):
+                try:
+                    api.remove_network(n["Id"])
+                    report.networks += 1
+                except docker.errors.APIError:  # removed meanwhile, or still used by a live container
+                    pass
+    except docker.errors.APIError as e:
+        raise SparringError(
+            f"sparring gc stopped after removing {report.containers} container(s): the Docker engine answered "
+            f"{e.explanation or e}; check the engine with `sparring doctor` and run `sparring gc` again."
+        ) from None
     return report
