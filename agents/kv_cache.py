@@ -65,8 +65,9 @@ class SlotLayer(DynamicLayer):
 
     def batch_select_indices(self, indices: Any) -> None:
         """Keep the rows ``indices`` (in that order)."""
-        if self._kbuf is not None:
-            self._replace(self.keys[indices], self.values[indices])
+        keys, values = self.keys, self.values
+        if self._kbuf is not None and keys is not None and values is not None:
+            self._replace(keys[indices], values[indices])
 
     def reorder_cache(self, beam_idx: Any) -> None:
         """Put the rows in the order ``beam_idx`` (beam search)."""
@@ -74,8 +75,9 @@ class SlotLayer(DynamicLayer):
 
     def batch_repeat_interleave(self, repeats: int) -> None:
         """Repeat every row ``repeats`` times, each copy next to its original."""
-        if self._kbuf is not None:
-            self._replace(self.keys.repeat_interleave(repeats, dim=0), self.values.repeat_interleave(repeats, dim=0))
+        keys, values = self.keys, self.values
+        if self._kbuf is not None and keys is not None and values is not None:
+            self._replace(keys.repeat_interleave(repeats, dim=0), values.repeat_interleave(repeats, dim=0))
 
     def crop(self, tokens_to_remove: int) -> None:
         """Drop the window's last ``-tokens_to_remove`` columns (a negative count, as transformers passes)."""
@@ -144,6 +146,7 @@ class SlotLayer(DynamicLayer):
 
         For padding in the middle of rows, which :meth:`trim` cannot cut: copies every live row.
         """
+        assert self.keys is not None and self.values is not None
         index = columns[:, None, :, None].expand(-1, self.keys.shape[1], -1, self.keys.shape[-1])
         keys, values = self.keys.gather(2, index), self.values.gather(2, index)  # fresh tensors
         width = columns.shape[1]

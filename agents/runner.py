@@ -188,6 +188,11 @@ class EpisodeRunner:
                         batch, ready = ready, []
                         acted = list(zip(batch, self._act(batch), strict=True))
                     for state, action in acted:
+                        if state.episode.error:  # its scripted agent raised: it ends, the others go on
+                            live.remove(state)
+                            results[state.index] = self._finalize(state)
+                            progress.advance(bar)
+                            continue
                         pending[pool.submit(self._step, state, action)] = ("step", state)
                     detail = (
                         f"live {len(live)} · tokens {stats.generated_tokens} · generate calls {stats.generate_calls}"
@@ -224,12 +229,14 @@ class EpisodeRunner:
 
     def _after_env(self, kind: str, state: _Live, fut: Future) -> bool:
         """Record a finished reset or step; True when the episode is over."""
-        ep = state.episode
         try:
-            result = fut.result()
-        except Exception as e:  # an env that raises fails its own episode only
-            ep.error = f"{type(e).__name__}: {e}"
+            return self._record_env_result(kind, state, fut.result())
+        except Exception as e:  # an env (or an agent's reset, or a tokenizer) that raises fails its own episode only
+            state.episode.error = f"{type(e).__name__}: {e}"
             return True
+
+    def _record_env_result(self, kind: str, state: _Live, result: Any) -> bool:
+        ep = state.episode
         if kind == "reset":
             obs, info = result
             state.observation, state.info = obs, info
@@ -301,8 +308,7 @@ class EpisodeRunner:
     def _act(self, batch: list[_Live]) -> list[str]:
         """One action per episode of the batch, recorded as a new turn."""
         if self.mode == "scripted":
-            actions = [s.agent.act(s.observation, s.info) for s in batch if s.agent is not None]
-            gens = [Generation([], [], a, "stop") for a in actions]
+            gens = [Generation([], [], _scripted_action(s), "stop") for s in batch]
         else:
             base = self.config.sampling.seed
             sampling = self._sampling(batch, None if base is None else base + self._round)
@@ -324,7 +330,8 @@ class EpisodeRunner:
                 share = seconds * max(1, len(g.token_ids) or len(g.text)) / total
                 s.episode.timings["generate"] = s.episode.timings.get("generate", 0.0) + share
         for s, g in zip(batch, gens, strict=True):
-            self._record_action(s, g)
+            if not s.episode.error:
+                self._record_action(s, g)
         return [g.text for g in gens]
 
     def _stream_turns(self, stream: Any, ready: list[_Live], decoding: dict[int, _Live]) -> list[tuple[_Live, str]]:
@@ -407,3 +414,13 @@ def run_episodes(
 ) -> list[Episode]:
     """Play ``specs`` with ``policy`` (see :class:`EpisodeRunner`)."""
     return EpisodeRunner(policy, config).run(specs)
+
+
+def _scripted_action(state: _Live) -> str:
+    """The scripted agent's next action; an agent that raises fails its own episode (empty action)."""
+    assert state.agent is not None
+    try:
+        return str(state.agent.act(state.observation, state.info))
+    except Exception as e:
+        state.episode.error = f"{type(e).__name__}: {e}"
+        return ""

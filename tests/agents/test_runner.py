@@ -69,6 +69,37 @@ def test_env_that_raises_on_construction_or_reset():
     assert episodes[1].reward == 1.0
 
 
+def test_an_agent_that_raises_fails_only_its_episode():
+    """A scripted agent that raises in reset or in act ends its own episode with the error."""
+
+    class Broken(ReplayAgent):
+        def __init__(self, actions, where):
+            super().__init__(actions)
+            self.where = where
+
+        def reset(self, observation, info):
+            if self.where == "reset":
+                raise RuntimeError("agent could not start")
+            super().reset(observation, info)
+
+        def act(self, observation, info):
+            if self.where == "act":
+                raise RuntimeError("agent lost its plan")
+            return super().act(observation, info)
+
+    where = {0: "reset", 1: "act"}
+    runner = EpisodeRunner(
+        lambda spec: Broken(_solve(spec.seed), where.get(spec.seed)), RunnerConfig(concurrency=3, progress=False)
+    )
+    episodes = runner.run([EpisodeSpec(lambda: SumEnv(), seed=s) for s in range(3)])
+    assert [ep.error for ep in episodes] == [
+        "RuntimeError: agent could not start",
+        "RuntimeError: agent lost its plan",
+        None,
+    ]
+    assert episodes[1].turns == [] and episodes[2].reward == 1.0 and runner.stats.failed == 2
+
+
 def test_turn_and_time_limits():
     loop = ["<peek>0</peek>"]
     (by_turns,) = EpisodeRunner(lambda spec: ReplayAgent(loop), RunnerConfig(max_turns=2, progress=False)).run(
