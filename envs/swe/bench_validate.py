@@ -11,11 +11,17 @@ Figures, from one run on one repository:
   original code (as for an injector's artifact), median over the bugs;
 * ``bugs_per_minute`` — validated procedural bugs added per minute of :func:`generate_bugs`
   (mutation, whole-suite run on the mutant, weakening, validation; the one baseline run included).
+
+The bugs go to a temporary store, removed afterwards, so a benchmark never changes the store the
+repair env draws its tasks from; ``keep_bugs`` (``--keep-bugs``) adds them to the real one instead.
 """
 
 from __future__ import annotations
 
 import statistics
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +35,35 @@ from sparring.envs.swe.validation import validate_artifact
 __all__ = ["bench_validate"]
 
 
-def bench_validate(repo: str | None = None, n: int = 4, seed: int = 0) -> dict[str, Any]:
-    """Generate ``n`` procedural bugs in ``repo`` (the first built train repository when None) and time them."""
+@contextmanager
+def _bug_store(keep: bool) -> Iterator[Path | None]:
+    """The root of the stores to add to: the user's (None) with ``keep``, else a temporary one, removed on exit."""
+    if keep:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="sparring-bench-bugs-") as tmp:
+        yield Path(tmp)
+
+
+def bench_validate(repo: str | None = None, n: int = 4, seed: int = 0, keep_bugs: bool = False) -> dict[str, Any]:
+    """Generate ``n`` procedural bugs in ``repo`` (the first built train repository when None) and time them.
+
+    Args:
+        repo: Catalog name; the first train repository with a built image when None.
+        n: Procedural bugs to make.
+        seed: Seed of the mutation draw.
+        keep_bugs: Add the bugs to the real bug store; by default they go to a temporary one.
+    """
     specs = available_repos("train", [repo] if repo else None)
     if not specs:
         raise SparringError("no repository image is built; run `sparring setup --for test` first.")
     spec = specs[0]
-    report = generate_bugs(spec.name, n, seed=seed)
+    with _bug_store(keep_bugs) as store:
+        return _bench(spec, n, seed, store) | {"bugs_kept": keep_bugs}
+
+
+def _bench(spec: Any, n: int, seed: int, store: Path | None) -> dict[str, Any]:
+    report = generate_bugs(spec.name, n, seed=seed, store=store)
     if not report.saved:
         raise SparringError(f"no procedural bug of {spec.name} validated in {report.tried} tries: {report.rejected}.")
     pools = PoolSet(size=3)

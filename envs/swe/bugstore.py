@@ -43,14 +43,14 @@ __all__ = [
 ]
 
 
-def bug_store_dir(repo: str) -> Path:
-    """The store folder of one repository."""
-    return sparring_home() / "bugs" / repo
+def bug_store_dir(repo: str, root: Path | None = None) -> Path:
+    """The store folder of one repository, under ``root`` (default: ``sparring_home()/bugs``)."""
+    return (root if root is not None else sparring_home() / "bugs") / repo
 
 
-def save_bug(artifact: BugArtifact, validation: ValidationResult, image: str) -> Path:
-    """Add a validated bug to its repository's store; returns its folder."""
-    folder = artifact.save(bug_store_dir(artifact.repo) / artifact.bug_id)
+def save_bug(artifact: BugArtifact, validation: ValidationResult, image: str, root: Path | None = None) -> Path:
+    """Add a validated bug to its repository's store (under ``root``, see :func:`bug_store_dir`); returns its folder."""
+    folder = artifact.save(bug_store_dir(artifact.repo, root) / artifact.bug_id)
     (folder / "validation.json").write_text(json.dumps(validation.to_dict() | {"image": image}, indent=1))
     return folder
 
@@ -264,6 +264,7 @@ def generate_bugs(
     max_tries: int | None = None,
     config: ValidationConfig | None = None,
     progress: Callable[[str], None] | None = None,
+    store: Path | None = None,
 ) -> GenerationReport:
     """Add up to ``n`` validated procedural bugs to ``repo``'s store.
 
@@ -274,6 +275,7 @@ def generate_bugs(
         max_tries: Mutations tried at most (``10 * n`` when None).
         config: Validation thresholds.
         progress: Called with a line per tried mutation.
+        store: Root of the stores to add to (default: the user's, ``sparring_home()/bugs``).
     """
     from sparring.envs.swe.repos import get_repo
 
@@ -309,7 +311,7 @@ def generate_bugs(
                 report.validation_seconds.append(result.seconds)
                 reason = "valid" if result.valid else str(result.reason)
                 if result.valid:
-                    report.saved.append(str(save_bug(artifact, result, spec.image)))
+                    report.saved.append(str(save_bug(artifact, result, spec.image, store)))
                     report.valid_seconds.append(result.seconds)
             if reason != "valid":
                 report.rejected[reason] = report.rejected.get(reason, 0) + 1

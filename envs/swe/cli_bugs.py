@@ -67,35 +67,40 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     @groups["bugs"].command("list")
     def bugs_list() -> None:
         """Count the validated bugs per repository."""
-        from sparring import sparring_home
         from sparring.envs.swe.bugstore import load_bugs
+        from sparring.envs.swe.export import stored_repos
 
-        root = sparring_home() / "bugs"
-        for folder in sorted(root.iterdir()) if root.is_dir() else []:
-            print(f"{folder.name}: {len(load_bugs(folder.name))}")
+        for name in stored_repos():
+            print(f"{name}: {len(load_bugs(name))}")
 
     @groups["export"].command("swe-instances")
     def export_swe_instances(
         out: str = typer.Option(..., "--out", help="Output folder (instances.jsonl and dataset/)."),
         repo: str = typer.Option("", "--repo", help="Comma-separated repositories (default: all with a store)."),
         split: str = typer.Option("all", "--split", help="train, heldout or all (when no --repo)."),
+        dataset: bool = typer.Option(
+            True, "--dataset/--no-dataset", help="Also save a Hugging Face dataset (needs sparring[train])."
+        ),
     ) -> None:
         """Write validated bugs as SWE-bench-style instances: JSONL and a Hugging Face dataset."""
         from sparring.envs.swe.export import export_instances
 
         names = [r.strip() for r in repo.split(",") if r.strip()] or None
-        print(json.dumps(export_instances(Path(out), names, split)))
+        print(json.dumps(export_instances(Path(out), names, split, hf=dataset)))
 
     @groups["bench"].command("validate")
     def bench_validate_cmd(
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
         repo: str = typer.Option("", "--repo", help="Repository (default: the first built train repository)."),
         n: int = typer.Option(4, "--n", help="Procedural bugs to make and time."),
+        keep_bugs: bool = typer.Option(
+            False, "--keep-bugs", help="Add the bugs to the real bug store (default: a temporary store, removed)."
+        ),
     ) -> None:
         """Seconds to validate a procedural bug, its ratio to one test run, validated bugs per minute."""
         from sparring.envs.swe.bench_validate import bench_validate
 
-        figures = bench_validate(repo or None, n)
+        figures = bench_validate(repo or None, n, keep_bugs=keep_bugs)
         if as_json:
             print(json.dumps(figures))
         else:

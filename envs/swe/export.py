@@ -16,19 +16,24 @@ One instance per stored bug, with SWE-bench's fields and a few of our own::
     test_script, test_files, test_parser, problem_statement, order, origin
 
 ``FAIL_TO_PASS`` and ``PASS_TO_PASS`` are JSON-encoded strings, as in SWE-bench's datasets.
+
+The Hugging Face dataset needs ``datasets`` (the ``train`` extra); without it the export stops before
+writing anything and says so, unless only the JSONL is asked for (``hf=False``, ``--no-dataset``).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
+from sparring import SparringError, sparring_home
 from sparring.envs.swe.artifact import BugArtifact, reverse_diff
 from sparring.envs.swe.repair_env import REPAIR_PROMPT
 from sparring.envs.swe.validation import ValidationResult
 
-__all__ = ["INSTANCE_FIELDS", "export_instances", "swe_instance"]
+__all__ = ["INSTANCE_FIELDS", "export_instances", "stored_repos", "swe_instance"]
 
 #: Columns of an exported instance, in order.
 INSTANCE_FIELDS = (
@@ -61,6 +66,12 @@ def swe_instance(artifact: BugArtifact, validation: ValidationResult, image: str
     }
 
 
+def stored_repos() -> list[str]:
+    """Repositories that have a bug store (a folder under ``sparring_home()/bugs``), sorted."""
+    root = sparring_home() / "bugs"
+    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
 def export_instances(out: Path, repos: list[str] | None = None, split: str = "all", hf: bool = True) -> dict[str, Any]:
     """Write every stored valid bug as ``instances.jsonl`` and (``hf``) a ``datasets`` dataset.
 
@@ -72,10 +83,25 @@ def export_instances(out: Path, repos: list[str] | None = None, split: str = "al
 
     Returns:
         A summary: instances written, per repository, and the paths.
+
+    Raises:
+        SparringError: A named repository has no bug store, or ``hf`` is asked for without ``datasets``.
     """
     from sparring.envs.swe.bugstore import load_bugs
     from sparring.envs.swe.repos import load_catalog
 
+    if hf and importlib.util.find_spec("datasets") is None:
+        raise SparringError(
+            "the Hugging Face dataset needs the `datasets` package: `pip install 'sparring[train]'`, "
+            "or pass --no-dataset to write instances.jsonl only."
+        )
+    known = stored_repos()
+    unknown = [name for name in repos or [] if name not in known]
+    if unknown:
+        raise SparringError(
+            f"no bug store for {', '.join(map(repr, unknown))}; stores exist for: {', '.join(known) or 'none'} "
+            "(`sparring bugs generate --repo NAME` makes one)."
+        )
     names = repos or sorted(load_catalog(split))
     rows = [swe_instance(a, v, image) for name in names for a, v, image in load_bugs(name)]
     out.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import shlex
 import tarfile
 import time
 from dataclasses import dataclass, field
@@ -35,6 +36,9 @@ BUG_DIR = "/tmp/sparring-bug"
 
 #: ``git`` as root over a repository another user owns.
 GIT = "git -c safe.directory='*' -c user.name=sparring -c user.email=sparring@sparring.invalid"
+
+#: Shell quoting of a path; grading quotes the paths it restores or deletes with it too.
+_q = shlex.quote
 
 _STATUSES = {"passed", "failed", "error", "skipped"}
 
@@ -183,7 +187,3 @@ def run_state(pool: Any, artifact: BugArtifact, state: RepoState, timeout: float
         return run_script(sandbox, artifact, timeout)
     finally:
         sandbox.close()
-
-
-def _q(s: str) -> str:
-    return "'" + s.replace("'", "'\"'\"'") + "'"

@@ -222,7 +222,7 @@ class SdistInfo:
     requires: tuple[str, ...] = field(default=())
 
 
-_TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test|tests?)\.py$|(^|/)tests?/[^/]+\.py$")
+TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test|tests?)\.py$|(^|/)tests?/[^/]+\.py$")
 _EXTENSION = re.compile(r"\.(c|cc|cpp|cxx|h|pyx|pxd|rs|f90|go)$")
 _TEST_EXTRAS = {"test", "tests", "testing"}
 _SKIP_REQS = re.compile(r"^(pytest|pytest-cov|coverage|pytest-xdist|pytest-benchmark|pytest-codspeed|tox)\b", re.I)
@@ -236,7 +236,7 @@ def inspect_sdist(path: Path) -> SdistInfo:
         if rel == "PKG-INFO" and data is not None:
             pkg_info = data.decode("utf-8", "replace")
     sources = [f for f in files if not GENERATED.search(f)]
-    tests = sorted(f for f in sources if f.endswith(".py") and _TEST_FILE.search(f))
+    tests = sorted(f for f in sources if f.endswith(".py") and TEST_FILE.search(f))
     extensions = sorted(f for f in sources if _EXTENSION.search(f) and not f.startswith(("docs/", "doc/")))
     source_dir = "src" if any(f.startswith("src/") and f.endswith(".py") for f in sources) else "."
     test_dir = None

@@ -10,6 +10,7 @@ nothing the agent writes is read back by grading.
 from __future__ import annotations
 
 import posixpath
+from shlex import quote
 from typing import TYPE_CHECKING
 
 from sparring.envs.core import tool
@@ -113,7 +114,7 @@ class SandboxTools:
             num_lines: How many lines to show (at most 400).
         """
         full = self._path(path)
-        r = self._box().exec(f"test -d {_quote(full)} && ls -la {_quote(full)}", timeout=30)
+        r = self._box().exec(f"test -d {quote(full)} && ls -la {quote(full)}", timeout=30)
         if r.ok:
             return _clip(r.stdout)
         text = self._read(full)
@@ -176,7 +177,3 @@ def _find_all(text: str, sub: str) -> list[int]:
         found.append(i)
         i = text.find(sub, i + 1)
     return found
-
-
-def _quote(s: str) -> str:
-    return "'" + s.replace("'", "'\"'\"'") + "'"

@@ -3,7 +3,8 @@
 1. ``test_files`` — the test files exist and cover every file ``test_weaken.diff`` touches;
 2. ``parser`` — the parser yields ``{test_id: status}`` (on every run);
 3. ``passing_before`` — on the original code the script runs and ≥ ``min_passing_tests`` pass;
-4. ``changed_files`` — ``bug_inject.diff`` applies and changes ≥ ``min_changed_files`` non-test files;
+4. ``changed_files`` — ``bug_inject.diff`` applies, changes no file grading restores or ignores, and
+   changes ≥ ``min_changed_files`` code files (not tests by name or by the catalog's ``test_dir``);
 5. ``failing_after_bug`` — ≥ ``min_failing_tests`` tests that passed now fail;
 6. ``weakening_hides_bug`` — some of those pass again once ``test_weaken.diff`` is applied too;
 7. ``inverse_mutation`` — reverting each changed file alone makes at least one failing test pass.
@@ -21,9 +22,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sparring.envs.swe.artifact import BugArtifact, diff_files
+from sparring.envs.swe.grading import protected_paths
 from sparring.envs.swe.runs import BUGGY, ORIGINAL, WEAKENED, RepoState, TestRun, run_state
+from sparring.envs.swe.sdists import TEST_FILE  # the catalog's own notion of a test file
 
-__all__ = ["CHECKS", "ValidationConfig", "ValidationResult", "validate_artifact"]
+__all__ = ["CHECKS", "ValidationConfig", "ValidationResult", "code_files", "validate_artifact"]
 
 #: The seven checks, in order; a failing check's name is the verdict's reason.
 CHECKS = (
@@ -111,17 +114,43 @@ def _static_checks(artifact: BugArtifact, config: ValidationConfig, checks: dict
     if not diff_files(artifact.test_weaken_diff):
         raise _Rejected("test_files", "test_weaken.diff changes no file.")
     changed = diff_files(artifact.bug_inject_diff)
-    touched_tests = [p for p in changed if p in artifact.test_files]
-    if touched_tests:
-        raise _Rejected(
-            "changed_files", f"bug_inject.diff changes test files {touched_tests}; it must change code only."
-        )
-    if len(changed) < config.min_changed_files:
+    # grading drops a solver's edits to these and restores the oracle tests: a bug there cannot be repaired
+    unfixable = protected_paths(artifact, changed)
+    if unfixable:
         raise _Rejected(
             "changed_files",
-            f"bug_inject.diff changes {len(changed)} non-test file(s); at least {config.min_changed_files} needed.",
+            f"bug_inject.diff changes test files or pytest configuration {unfixable}, whose repair grading "
+            "discards; it must change code only.",
+        )
+    code = code_files(artifact, changed)
+    if len(code) < config.min_changed_files:
+        tests = sorted(set(changed) - set(code))
+        raise _Rejected(
+            "changed_files",
+            f"bug_inject.diff changes {len(code)} non-test file(s){f' (and tests {tests})' if tests else ''}; "
+            f"at least {config.min_changed_files} needed.",
         )
     return changed
+
+
+def code_files(artifact: BugArtifact, paths: list[str]) -> list[str]:
+    """Which of ``paths`` are code, not tests: not named like a test file nor under the repository's ``test_dir``.
+
+    Test files are recognised as the catalog recognises them in an sdist (``test_*.py``, ``*_test.py``,
+    ``tests/*.py``), plus everything under the catalog's ``test_dir`` of ``artifact.repo`` when it is known.
+    """
+    from sparring import SparringError
+    from sparring.envs.swe.repos import get_repo
+
+    test_dir = ""
+    if artifact.repo:
+        try:
+            test_dir = get_repo(artifact.repo).test_dir.strip("/").removeprefix("./")
+        except SparringError:
+            pass  # an artifact of a repository outside the catalog: names alone decide
+    if test_dir in ("", "."):
+        return [p for p in paths if not TEST_FILE.search(p)]
+    return [p for p in paths if not TEST_FILE.search(p) and p != test_dir and not p.startswith(test_dir + "/")]
 
 
 def _passed(run: TestRun) -> set[str]:

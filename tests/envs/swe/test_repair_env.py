@@ -95,7 +95,6 @@ def test_reverse_of_the_bug_is_solved(env: Any) -> None:
     "attack",
     [
         f"rm {TESTS}",  # delete the failing tests
-        f"printf 'def test_ok():\\n    pass\\n' > {TESTS}",  # rewrite them
         "printf 'import sys\\nsys.exit(0)\\n' > conftest.py",  # pytest plumbing
         "echo 'this is not python' >> inflection/__init__.py",  # collection fails
         "printf 'nothing.py\\n' > test_files.txt",  # edit a test_files.txt of its own
@@ -114,6 +113,32 @@ def test_adversarial_solvers_are_not_solved(env: Any, attack: str) -> None:
     assert outcome["missing"] or outcome["failing"] or outcome["error"]
     if "pytest.py" in attack or "sitecustomize" in attack or "conftest" in attack:
         assert outcome["ignored"]  # grading dropped the change instead of running it
+
+
+@pytest.mark.parametrize(
+    ("attack", "ignored"),
+    [
+        ("true", []),  # submit the repository as given: its tests were weakened, so they pass
+        (f"sed -i 's/^\\( *\\)assert /\\1assert True or /' {TESTS}", [TESTS]),  # make every assertion hold
+    ],
+    ids=["unchanged", "assertions_rewritten"],
+)
+def test_tests_that_pass_for_the_solver_fail_once_the_oracle_tests_are_restored(
+    env: Any, task: dict[str, Any], attack: str, ignored: list[str]
+) -> None:
+    """The bug stays in, yet the solver's own test file passes in full: only restoring the oracle tests fails it."""
+    env.reset(seed=0)
+    obs, *_ = env.step(f"<bash>{attack}</bash>")
+    assert "[exit code 0]" in obs
+    own = env._sandbox.exec(f"python -m pytest -q -p no:cacheprovider {TESTS}", timeout=120)
+    assert own.ok and " passed" in own.stdout, own.stdout[-2000:]
+    assert env._sandbox.exec(f"grep -qF '{BUGGY_LINE}' {SOURCE}").ok
+    _, reward, terminated, _, info = env.step("<submit>all tests pass now</submit>")
+    outcome = info["outcome"]
+    assert terminated and reward == -1.0 and not outcome["solved"]
+    assert outcome["ignored"] == ignored
+    # graded on the original tests: exactly the bug's tests ran and failed, none went missing
+    assert set(outcome["failing"]) == set(task["fail_to_pass"]) and not outcome["missing"], outcome
 
 
 def test_collection_failure_reports_missing_tests(env: Any) -> None:

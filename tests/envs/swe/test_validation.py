@@ -56,6 +56,43 @@ def _bug_in_test_files_only(image_files: dict[str, str]) -> BugArtifact:
     )
 
 
+def _new_file(path: str, text: str) -> str:
+    """A diff that adds ``path`` with ``text``."""
+    lines = text.splitlines(keepends=True)
+    return f"--- /dev/null\n+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n" + "".join("+" + line for line in lines)
+
+
+#: Makes ordinal(13) say "rd" from outside the package: the same failing tests as the good bug's.
+TEEN_13_AS_RD = """import inflection
+
+_ordinal = inflection.ordinal
+
+
+def _teen_13_as_rd(number):
+    return "rd" if abs(int(number)) % 100 == 13 else _ordinal(number)
+
+
+inflection.ordinal = _teen_13_as_rd
+"""
+
+
+def _bug_in_conftest_only(image_files: dict[str, str]) -> BugArtifact:
+    # pytest loads it, so the ordinal tests fail and the weakening hides it: every run-based check would
+    # hold, yet grading drops a solver's edit to conftest.py, so no repair could pass
+    return replace(good_artifact(image_files), bug_inject_diff=_new_file("conftest.py", TEEN_13_AS_RD))
+
+
+def _bug_in_pytest_config_only(image_files: dict[str, str]) -> BugArtifact:
+    cfg = image_files["setup.cfg"]
+    bug = file_diff("setup.cfg", cfg, cfg + "\n[tool:pytest]\npython_functions = check_*\n")
+    return replace(good_artifact(image_files), bug_inject_diff=bug)
+
+
+def _bug_in_a_test_helper_only(image_files: dict[str, str]) -> BugArtifact:
+    # not an oracle test file, not protected: a test by its place (tests/), which is no code to repair
+    return replace(good_artifact(image_files), bug_inject_diff=_new_file("tests/helpers.py", TEEN_13_AS_RD))
+
+
 def _bug_that_does_not_apply(image_files: dict[str, str]) -> BugArtifact:
     # a diff made against code the image does not hold: its context and removed line are not in the file
     other = image_files[SOURCE].replace(ORIGINAL_LINE, "if number % 100 in (1, 2, 3):")
@@ -64,7 +101,8 @@ def _bug_that_does_not_apply(image_files: dict[str, str]) -> BugArtifact:
 
 
 UNCOVERED = "test_weaken.diff changes ['docs/conf.py'], which test_files.txt does not list"
-TESTS_ONLY = f"bug_inject.diff changes test files ['{TESTS}']; it must change code only"
+UNFIXABLE = "bug_inject.diff changes test files or pytest configuration {}, whose repair grading discards"
+TESTS_ONLY = UNFIXABLE.format([TESTS])
 
 
 @pytest.mark.parametrize(
@@ -74,10 +112,27 @@ TESTS_ONLY = f"bug_inject.diff changes test files ['{TESTS}']; it must change co
         (_weakening_outside_test_files, "test_files", UNCOVERED, False),
         # check 4: a "bug" in the oracle tests only, no code changed
         (_bug_in_test_files_only, "changed_files", TESTS_ONLY, False),
+        # check 4: a bug only where grading discards the solver's edits (conftest.py, pytest configuration)
+        (_bug_in_conftest_only, "changed_files", UNFIXABLE.format(["conftest.py"]), False),
+        (_bug_in_pytest_config_only, "changed_files", UNFIXABLE.format(["setup.cfg"]), False),
+        # check 4: a bug only in a test helper that test_files.txt does not list: no code file changed
+        (
+            _bug_in_a_test_helper_only,
+            "changed_files",
+            "bug_inject.diff changes 0 non-test file(s) (and tests ['tests/helpers.py'])",
+            False,
+        ),
         # check 4: the bug diff does not apply to the original code (found when the buggy state is built)
         (_bug_that_does_not_apply, "changed_files", "bug_inject.diff does not apply: ", True),
     ],
-    ids=["weakening_outside_test_files", "bug_in_test_files_only", "bug_does_not_apply"],
+    ids=[
+        "weakening_outside_test_files",
+        "bug_in_test_files_only",
+        "bug_in_conftest_only",
+        "bug_in_pytest_config_only",
+        "bug_in_a_test_helper_only",
+        "bug_does_not_apply",
+    ],
 )
 def test_more_rejections_with_their_reason(
     make: Any,

@@ -1,0 +1,45 @@
+"""Errors of `sparring export swe-instances` a user can cause: an unknown repository, a base install."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparring import SparringError
+from sparring.envs.swe.export import export_instances
+
+
+@pytest.fixture()
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private SPARRING_HOME whose bug stores are inflection's (empty) and parse's."""
+    monkeypatch.setenv("SPARRING_HOME", str(tmp_path))
+    for repo in ("inflection", "parse"):
+        (tmp_path / "bugs" / repo).mkdir(parents=True)
+    return tmp_path
+
+
+def test_an_unknown_repository_is_one_sentence_naming_the_stores(home: Path) -> None:
+    out = home / "out"
+    cmd = [sys.executable, "-m", "sparring.cli", "export", "swe-instances", "--out", str(out), "--repo", "inflectoin"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    assert "'inflectoin'" in done.stderr and "inflection, parse" in done.stderr, done.stderr
+    assert not out.exists()  # refused before writing anything
+
+
+def test_a_known_repository_exports(home: Path) -> None:
+    summary = export_instances(home / "out", ["parse"], hf=False)
+    assert summary["instances"] == 0 and (home / "out" / "instances.jsonl").read_text() == ""
+
+
+def test_without_datasets_the_export_says_how_to_get_it(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "datasets", None)  # as on a base install: `import datasets` fails
+    with pytest.raises(SparringError, match=r"pip install 'sparring\[train\]'.*--no-dataset"):
+        export_instances(home / "out", ["inflection"])
+    assert not (home / "out").exists()  # refused up front, not after the JSONL
+    summary = export_instances(home / "out", ["inflection"], hf=False)
+    assert "dataset" not in summary and (home / "out" / "instances.jsonl").is_file()
