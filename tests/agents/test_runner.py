@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -172,6 +173,37 @@ def test_concurrent_episodes_equal_sequential(hf_generator):
         assert a.turn_rewards == b.turn_rewards and a.outcome == b.outcome
         assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-3
     assert len({tuple(ep.token_ids) for ep in together}) == 8  # different tasks, different episodes
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_concurrent_episodes_of_a_real_env_equal_sequential(hf_generator):
+    """The same on ``SearchAnswer-v0`` over the default corpus: 8 real search episodes at once."""
+    import gymnasium as gym
+
+    import sparring  # noqa: F401  (registers the envs)
+    from tests.conftest import require
+    from tests.envs.search.conftest import default_corpus_built
+
+    require(default_corpus_built(), "the default corpus")
+    sampling = SamplingParams(temperature=0.0, max_new_tokens=16)
+    specs = [
+        EpisodeSpec(lambda: gym.make("sparring/SearchAnswer-v0", max_turns=2), seed=s, env_id="SearchAnswer-v0")
+        for s in range(8)
+    ]
+    config = RunnerConfig(concurrency=8, sampling=sampling, progress=False)
+    concurrent = EpisodeRunner(hf_generator, config)
+    together = concurrent.run(specs)
+    alone = EpisodeRunner(hf_generator, replace(config, concurrency=1)).run(specs)
+    assert concurrent.stats.generate_calls < 8 * 2
+    for a, b in zip(together, alone, strict=True):
+        assert a.error is None and b.error is None and a.task_id == b.task_id
+        assert a.token_ids == b.token_ids and [t.observation for t in a.turns] == [t.observation for t in b.turns]
+        assert a.outcome == b.outcome and a.reward == b.reward
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-3
+    assert len({ep.task_id for ep in together}) == 8
+    assert all(ep.turns and all(t.observation for t in ep.turns) for ep in together)
 
 
 @pytest.mark.model
