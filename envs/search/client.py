@@ -87,12 +87,21 @@ class RetrievalClient:
             if not isinstance(result, list) or len(result) != len(batch):
                 raise SparringError(f"the retrieval server at {self.url} sent a malformed answer (no result list).")
             for row in result:
-                hits = []
-                for item in row:
-                    doc = item.get("document", item)
-                    hits.append(Hit(int(doc.get("index", -1)), str(doc["id"]), doc["contents"], item.get("score", 0.0)))
-                out.append(hits)
+                out.append([self._hit(item) for item in (row if isinstance(row, list) else [None])])
         return out
+
+    def _hit(self, item: Any) -> Hit:
+        """One result item (``{"document": {...}, "score"}`` or the document itself) as a :class:`Hit`."""
+        doc = item.get("document", item) if isinstance(item, dict) else None
+        if not isinstance(doc, dict) or "id" not in doc or not isinstance(doc.get("contents"), str):
+            raise SparringError(
+                f"the retrieval server at {self.url} sent a malformed result item ({str(item)[:120]}); each must be a "
+                'document with "id" and "contents" (Search-R1 /retrieve protocol).'
+            )
+        try:
+            return Hit(int(doc.get("index", -1)), str(doc["id"]), doc["contents"], float(item.get("score", 0.0)))
+        except (TypeError, ValueError) as e:
+            raise SparringError(f"the retrieval server at {self.url} sent a malformed result item: {e}.") from e
 
     def close(self) -> None:
         """Close the connection pool (idempotent)."""

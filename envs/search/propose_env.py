@@ -137,6 +137,8 @@ class SearchProposeEnv(SearchToolEnv):
         return {"id": f"propose:{seed['doc']}:{hops}", "answer": seed["answer"], "hops": hops, "doc": seed["doc"]}
 
     def _begin(self, task: dict[str, Any]) -> str:
+        if not isinstance(task.get("answer"), str) or not task["answer"].strip():
+            raise SparringError('a proposer task needs "answer" (the seed answer, text) and may give "hops".')
         self._start_searches()
         return PROMPT.format(answer=task["answer"], hops=task.get("hops", 1))
 

@@ -9,6 +9,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import sparring  # noqa: F401  (registers the envs)
+from sparring import SparringError
 from sparring.envs.search.answer_env import SearchAnswerEnv
 from sparring.envs.search.corpus import Corpus
 from sparring.envs.search.propose_env import NoisePool, SearchProposeEnv
@@ -187,3 +188,10 @@ def test_the_solver_works_through_the_trl_adapter(corpus: Corpus):
     assert env.search("element symbol Fe").startswith("<information>")
     env.answer("Iron")
     assert env.get_reward() == 1.0
+
+
+def test_a_proposer_task_without_a_seed_answer_is_one_clear_error(corpus: Corpus):
+    env = SearchProposeEnv(noise_pool=NoisePool())
+    with pytest.raises(SparringError, match=r'a proposer task needs "answer"'):
+        env.reset(options={"task": {"id": "p", "hops": 2}})
+    env.close()

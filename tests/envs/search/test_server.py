@@ -6,6 +6,8 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import httpx
 import pytest
@@ -24,21 +26,30 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def server_url(bm25: BM25Retriever) -> Iterator[str]:
+@contextmanager
+def _serving(app: Any) -> Iterator[str]:
+    """``app`` on a loopback port for the block; yields its URL."""
     import uvicorn
 
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(bm25, "default"), host="127.0.0.1", port=port, log_level="error"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
     while not server.started:
-        assert time.monotonic() < deadline, "the retrieval server did not start"
+        assert time.monotonic() < deadline, "the server did not start"
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def server_url(bm25: BM25Retriever) -> Iterator[str]:
+    with _serving(create_app(bm25, "default")) as url:
+        yield url
 
 
 def test_client_round_trips_the_local_results(server_url: str, bm25: BM25Retriever):
@@ -69,6 +80,26 @@ def test_a_dead_server_is_a_clear_error_after_the_retries():
     with pytest.raises(SparringError, match=r"did not answer after 3 tries .*sparring serve-retriever"):
         client.retrieve(["daemon"])
     assert time.monotonic() - started >= 0.3  # waited 0.1 + 0.2 s between the tries
+
+
+@pytest.mark.parametrize(
+    "item", [{"document": {"contents": "no id"}, "score": 1.0}, {"id": "d1"}, "just text", {"id": "d", "contents": 3}]
+)
+def test_a_malformed_result_item_is_one_clear_error(item: Any):
+    """A server that answers 200 with items that are not Search-R1 documents."""
+    from fastapi import FastAPI
+
+    app = FastAPI()
+
+    @app.post("/retrieve")
+    def retrieve(body: dict[str, Any]) -> dict[str, Any]:
+        return {"result": [[item] for _ in body["queries"]]}
+
+    with _serving(app) as url:
+        client = RetrievalClient(url, RetrievalClientConfig(retries=1))
+        with pytest.raises(SparringError, match=r"sent a malformed result item .*\"id\" and \"contents\""):
+            client.retrieve(["daemon"])
+        client.close()
 
 
 def test_envs_search_through_the_server(server_url: str):
