@@ -29,6 +29,7 @@ __all__ = [
     "SolverChanges",
     "changes_between",
     "grade_repair",
+    "harness_tampering",
     "higher_order_artifact",
     "higher_order_task",
     "setup_solver_repo",
@@ -104,10 +105,12 @@ class SolverChanges:
     Attributes:
         written: Path -> new contents (changed or added files).
         deleted: Paths the solver removed.
+        replaced: Path -> contents before the change, for the changed files of ``written`` that existed.
     """
 
     written: dict[str, bytes] = field(default_factory=dict)
     deleted: list[str] = field(default_factory=list)
+    replaced: dict[str, bytes] = field(default_factory=dict)
 
     @property
     def paths(self) -> list[str]:
@@ -119,7 +122,7 @@ def changes_between(before: dict[str, bytes], after: dict[str, bytes]) -> Solver
     """The file-level changes from ``before`` to ``after`` (two :func:`snapshot` results)."""
     written = {p: d for p, d in after.items() if before.get(p) != d}
     deleted = sorted(p for p in before if p not in after)
-    return SolverChanges(written, deleted)
+    return SolverChanges(written, deleted, {p: before[p] for p in written if p in before})
 
 
 @dataclass
@@ -132,7 +135,9 @@ class GradeResult:
         failing: Expected tests present but not passing (test id -> status).
         missing: Expected tests absent from the run (collection errors land here).
         ignored: Paths whose changes grading dropped (test files and pytest configuration).
-        error: Why the run produced no results (parser error, timeout), or None.
+        tampering: Lines the solver added that reach for the test machinery (``path: line``); any
+            makes the repair unsolved without running it (:func:`harness_tampering`).
+        error: Why the run produced no results (parser error, timeout, tampering), or None.
         seconds: Wall time of grading.
     """
 
@@ -141,6 +146,7 @@ class GradeResult:
     failing: dict[str, str] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
+    tampering: list[str] = field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
 
@@ -153,6 +159,42 @@ def protected_paths(artifact: BugArtifact, paths: list[str]) -> list[str]:
     """Which of ``paths`` grading ignores: oracle test files, files the weakening touched, pytest config."""
     oracle = set(artifact.test_files) | set(diff_files(artifact.test_weaken_diff))
     return [p for p in paths if p in oracle or PROTECTED.search(p)]
+
+
+#: What a repair has no business adding to a repository's code: the test runner and its report,
+#: exit hooks and hard exits, tracing, builtins, and dynamic code that would hide any of these.
+TAMPERING = re.compile(
+    r"\b_?pytest\b|\bpluggy\b|junit|SPARRING_|\batexit\b|\bos\._exit\b|\bsys\.(settrace|setprofile|excepthook)\b"
+    r"|\bbuiltins\b|__builtins__|__import__|\bimportlib\b|(?<![\w.])(exec|eval|compile)\s*\("
+)
+
+
+def harness_tampering(artifact: BugArtifact, changes: SolverChanges) -> list[str]:
+    """Lines the solver added to files grading keeps that reach for the test machinery.
+
+    The graded tests import the solver's code into the pytest process that writes the report, so
+    code run at import or at exit could rewrite the report or patch pytest and claim passes (no
+    in-process result can be trusted then). A repair needs none of that: a kept file's added line
+    that matches :data:`TAMPERING` fails the repair, unless the bug removed that very line (the
+    fix restores it). A static check: it stops the direct forms, which are what a policy finds
+    first; code obfuscated past these names is the limit that remains (docs/swe.md).
+    """
+    restored = {
+        line[1:].strip()
+        for line in artifact.bug_inject_diff.splitlines()
+        if line.startswith("-") and not line.startswith("---")
+    }
+    ignored = set(protected_paths(artifact, list(changes.written)))
+    found = []
+    for path, data in sorted(changes.written.items()):
+        if path in ignored:
+            continue
+        before = set(changes.replaced.get(path, b"").decode("utf-8", "replace").splitlines())
+        for line in data.decode("utf-8", "replace").splitlines():
+            text = line.strip()
+            if line not in before and text not in restored and TAMPERING.search(text):
+                found.append(f"{path}: {text[:120]}")
+    return found
 
 
 def apply_changes(sandbox: Any, artifact: BugArtifact, changes: SolverChanges) -> list[str]:
@@ -191,6 +233,11 @@ def grade_repair(
         timeout: Seconds the test script may run.
     """
     t0 = time.perf_counter()
+    tampering = harness_tampering(artifact, changes)
+    if tampering:
+        error = f"the repair reaches for the test machinery, so its test results cannot be trusted: {tampering[0]}"
+        seconds = round(time.perf_counter() - t0, 3)
+        return GradeResult(solved=False, tampering=tampering, error=error, seconds=seconds)
     sandbox = pool.acquire()
     try:
         ignored = apply_changes(sandbox, artifact, changes)
