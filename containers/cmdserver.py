@@ -10,7 +10,11 @@ Operations:
   runs ``bash -c cmd`` as ``user`` in its own process group with stdin from /dev/null; at the
   timeout, and in any case once bash exits, the whole group is killed. Each stream keeps its first
   and last ``cap // 2`` bytes ({head, tail, total}).
-- ``write`` {path, data, mode, user} / ``read`` {path} -> {data}: one file.
+- ``write`` {path, data, mode, user, as_user} / ``read`` {path, as_user} -> {data}: one file. Without
+  ``as_user`` the server does it as root and the written file is chowned to ``user``; with
+  ``as_user`` (an account name) a child process does it as that account, with no supplementary
+  groups and no capabilities, so the kernel refuses what that user's own commands could not do
+  (only regular files; ``PermissionError`` answers the rest).
 - ``put_tar`` {dest, data, user} / ``get_tar`` {path, max_file_bytes} -> {data}: a tar extracted
   into ``dest`` (owners as in the tar, or ``user`` when given) / a tar of ``path`` whose top entry
   is its base name (like ``docker cp``), without regular files larger than ``max_file_bytes``.
@@ -27,6 +31,7 @@ import pwd
 import selectors
 import shlex
 import signal
+import stat
 import subprocess
 import sys
 import tarfile
@@ -34,6 +39,8 @@ import time
 
 #: After bash exits (or is killed), how long to wait for pipes still held by escaped processes.
 DRAIN_GRACE_S = 0.2
+#: Seconds a file operation done as a user may take (the user's processes could stop the child).
+AS_USER_TIMEOUT_S = 120.0
 #: Commands of this user start in a shell that is already running (see Standby).
 STANDBY_USER = "sparring"
 OOM_COUNTERS = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
@@ -284,23 +291,108 @@ def make_parents(path, uid, gid):
         os.lchown(folder, uid, gid)
 
 
-def op_write(req):
-    uid, gid, _ = account(req["user"])
-    path = req["path"]
+def run_as(name, work):
+    """The answer ``work(uid, gid)`` gives in a child that has become ``name`` and nothing more.
+
+    The child drops its supplementary groups, then its gid, then its uid; setuid away from root
+    also clears every capability, so the kernel checks each access against that user alone (the
+    server never changes its own ids). The child sends its answer, or its error, as JSON through a
+    pipe. A child that is stopped or killed (the user's own processes may signal it) ends in a
+    timeout or an error answer, never in a hung server.
+    """
+    uid, gid, _ = account(name)
+    if uid == 0:
+        raise ValueError("as_user must be an account other than root")
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: only os._exit leaves this block
+        try:
+            os.close(read_end)
+            try:
+                os.setgroups([])
+                os.setgid(gid)
+                os.setuid(uid)
+                answer = work(uid, gid)
+            except Exception as e:
+                why = f"{e.strerror}: {e.filename}" if isinstance(e, OSError) and e.filename else str(e)
+                answer = {"error": type(e).__name__, "message": why}
+            view = memoryview(json.dumps(answer).encode())
+            while view:
+                view = view[os.write(write_end, view) :]
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    received = bytearray()
+    deadline = time.monotonic() + AS_USER_TIMEOUT_S
+    try:
+        with selectors.DefaultSelector() as sel:
+            sel.register(read_end, selectors.EVENT_READ)
+            while True:
+                if not sel.select(max(0.0, deadline - time.monotonic())):
+                    os.kill(pid, signal.SIGKILL)
+                    raise TimeoutError(f"the file operation as {name} took over {AS_USER_TIMEOUT_S:g} s")
+                data = os.read(read_end, 1 << 20)
+                if not data:
+                    break
+                received += data
+    finally:
+        os.close(read_end)
+        os.waitpid(pid, 0)
+    try:
+        return json.loads(received)
+    except ValueError:
+        raise OSError(f"the file operation as {name} was interrupted") from None
+
+
+def open_regular(path, flags, mode=0o600):
+    """A descriptor of the regular file ``path``; O_NONBLOCK so that a planted FIFO cannot block the open."""
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    kind = os.fstat(fd).st_mode
+    if not stat.S_ISREG(kind):
+        os.close(fd)
+        raise (IsADirectoryError if stat.S_ISDIR(kind) else OSError)(f"not a regular file: {path}")
+    return fd
+
+
+def write_file(path, data, mode, uid, gid):
+    """Write ``path`` (parents created) for uid:gid; never through a symbolic link at ``path``.
+
+    As root the file is then chowned to uid:gid; a user (see run_as) owns what it creates, and
+    sets the mode only of files it owns, like ``chmod``.
+    """
     make_parents(path, uid, gid)
     if os.path.islink(path):
         os.unlink(path)  # never write through a link the agent may have planted
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    fd = open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW)
     try:
-        os.write(fd, base64.b64decode(req["data"]))
-        os.fchown(fd, uid, gid)
-        os.fchmod(fd, req["mode"])
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if os.geteuid() == 0:
+            os.fchown(fd, uid, gid)
+        if os.fstat(fd).st_uid == uid:
+            os.fchmod(fd, mode)
     finally:
         os.close(fd)
     return {}
 
 
+def op_write(req):
+    data = base64.b64decode(req["data"])
+    if req.get("as_user"):
+        return run_as(req["as_user"], lambda uid, gid: write_file(req["path"], data, req["mode"], uid, gid))
+    uid, gid, _ = account(req["user"])
+    return write_file(req["path"], data, req["mode"], uid, gid)
+
+
+def read_file(path):
+    with open(open_regular(path, os.O_RDONLY), "rb") as f:
+        return {"data": base64.b64encode(f.read()).decode()}
+
+
 def op_read(req):
+    if req.get("as_user"):
+        return run_as(req["as_user"], lambda uid, gid: read_file(req["path"]))
     with open(req["path"], "rb") as f:
         return {"data": base64.b64encode(f.read()).decode()}
 

@@ -61,7 +61,8 @@ __all__ = [
 #: The account commands run as unless the harness asks for root.
 DEFAULT_USER = "sparring"
 #: Capabilities kept for the command server and root harness commands (chown, read any file,
-#: switch to the sandbox user, kill its processes); the sandbox user's processes get none.
+#: switch to the sandbox user, kill its processes); the sandbox user's processes, and the agent's
+#: file reads and writes (``as_agent``), get none.
 HARNESS_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"]
 #: Seconds a file or archive transfer may take.
 FILE_OP_TIMEOUT_S = 300.0
@@ -246,22 +247,42 @@ class Sandbox:
             signal=killed_by,
         )
 
-    def put_file(self, path: str, data: bytes | str, mode: int = 0o644, user: str | None = None) -> None:
+    def put_file(
+        self, path: str, data: bytes | str, mode: int = 0o644, user: str | None = None, *, as_agent: bool = False
+    ) -> None:
         """Write a file (parents are created), owned by ``user`` (default: the sandbox user).
 
-        A symbolic link at ``path`` is replaced, never written through.
-        """
-        raw = data.encode() if isinstance(data, str) else data
-        self._call({"op": "write", "path": self._abs(path), "data": base64.b64encode(raw).decode(), "mode": mode,
-                    "user": user or DEFAULT_USER})  # fmt: skip
+        A symbolic link at ``path`` is replaced, never written through. The harness writes as
+        root; with ``as_agent`` the sandbox user writes it, with no supplementary groups and no
+        capabilities, so what its ``bash`` commands could not write is refused here too (an
+        existing file keeps its owner, and its mode unless the sandbox user owns it).
 
-    def get_file(self, path: str) -> bytes:
-        """The bytes of a file in the container.
+        Raises:
+            PermissionError: ``as_agent`` and the sandbox user may not write there.
+        """
+        if as_agent and user not in (None, DEFAULT_USER):
+            raise ValueError(f"as_agent writes as {DEFAULT_USER}, not as {user}")
+        raw = data.encode() if isinstance(data, str) else data
+        request = {"op": "write", "path": self._abs(path), "data": base64.b64encode(raw).decode(), "mode": mode,
+                   "user": user or DEFAULT_USER}  # fmt: skip
+        if as_agent:
+            request["as_user"] = DEFAULT_USER
+        self._call(request)
+
+    def get_file(self, path: str, *, as_agent: bool = False) -> bytes:
+        """The bytes of a file in the container, read as root, or as the sandbox user with ``as_agent``.
+
+        With ``as_agent`` the read has the sandbox user's rights alone (no supplementary groups,
+        no capabilities) and only regular files are read.
 
         Raises:
             FileNotFoundError: There is no such file.
+            PermissionError: ``as_agent`` and the sandbox user may not read it.
         """
-        return base64.b64decode(self._call({"op": "read", "path": self._abs(path)})["data"])
+        request = {"op": "read", "path": self._abs(path)}
+        if as_agent:
+            request["as_user"] = DEFAULT_USER
+        return base64.b64decode(self._call(request)["data"])
 
     def put_archive(self, dest: str, tar_bytes: bytes, user: str | None = None) -> None:
         """Extract a tar into folder ``dest`` (created if missing), like ``docker cp``.

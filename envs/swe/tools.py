@@ -3,8 +3,10 @@
 :class:`SandboxTools` is a mixin of :class:`~sparring.envs.core.TextEnv` subclasses: its methods
 are :func:`~sparring.envs.core.tool` methods, so they become JSON-schema tools and plain typed
 methods at once. Each env adds its own ``submit``. Everything runs inside the episode's sandbox
-(``self._sandbox``); a failing tool answers with an error observation, never an exception, and
-nothing the agent writes is read back by grading.
+(``self._sandbox``) with the rights of the sandbox user: ``bash`` runs as that user, and the file
+tools read and write as that user too (``as_agent``), so a file ``bash`` may not touch (``/etc/shadow``,
+the system's Python) is refused to ``view`` and ``create`` as well. A failing tool answers with an
+error observation, never an exception, and nothing the agent writes is read back by grading.
 """
 
 from __future__ import annotations
@@ -79,18 +81,25 @@ class SandboxTools:
         return posixpath.normpath(path if path.startswith("/") else posixpath.join(REPO_DIR, path))
 
     def _read(self, path: str) -> str | None:
+        """The text of a file read as the sandbox user, or None where it cannot be read."""
+        text, _ = self._read_text(path)
+        return text
+
+    def _read_text(self, path: str) -> tuple[str | None, str]:
+        """The text of a file read as the sandbox user, or None and the error observation saying why."""
+        full = self._path(path)
         try:
-            return self._box().get_file(self._path(path)).decode("utf-8", errors="replace")
-        except Exception:
-            return None
+            return self._box().get_file(full, as_agent=True).decode("utf-8", errors="replace"), ""
+        except Exception as e:  # no such file, not the agent's to read, a dead container
+            return None, _file_error("read", full, e)
 
     def _write(self, path: str, text: str) -> str | None:
         """Write a file as the sandbox user (folders created); returns an error message or None."""
         full = self._path(path)
         try:
-            self._box().put_file(full, text.encode())
-        except Exception as e:  # a folder in the way, a read-only path, a dead container
-            return f"Error: cannot write {full}: {e}"
+            self._box().put_file(full, text.encode(), as_agent=True)
+        except Exception as e:  # not the agent's to write, a folder in the way, a dead container
+            return _file_error("write", full, e)
         return None
 
     @tool
@@ -117,9 +126,9 @@ class SandboxTools:
         r = self._box().exec(f"test -d {quote(full)} && ls -la {quote(full)}", timeout=30)
         if r.ok:
             return _clip(r.stdout)
-        text = self._read(full)
+        text, error = self._read_text(full)
         if text is None:
-            return f"Error: {full} does not exist or cannot be read."
+            return error
         lines = text.splitlines()
         start = max(1, int(start_line))
         count = max(1, min(int(num_lines), 400))
@@ -141,9 +150,9 @@ class SandboxTools:
             new_str: Replacement text.
         """
         full = self._path(path)
-        text = self._read(full)
+        text, problem = self._read_text(full)
         if text is None:
-            return f"Error: {full} does not exist or cannot be read."
+            return problem
         if not old_str:
             return "Error: old_str is empty; give the exact text to replace."
         count = text.count(old_str)
@@ -169,6 +178,17 @@ class SandboxTools:
         full = self._path(path)
         error = self._write(full, content)
         return error or f"Wrote {full} ({len(content.splitlines())} lines)."
+
+
+def _file_error(verb: str, full: str, error: Exception) -> str:
+    """The observation for a file tool that failed: one sentence an agent can act on."""
+    if isinstance(error, PermissionError):
+        return f"Error: permission denied: {full} (the tools, like bash, run as a non-root user)."
+    if isinstance(error, FileNotFoundError) and verb == "read":
+        return f"Error: {full} does not exist."
+    if isinstance(error, IsADirectoryError):
+        return f"Error: {full} is a directory."
+    return f"Error: cannot {verb} {full}: {error}"
 
 
 def _find_all(text: str, sub: str) -> list[int]:

@@ -1,0 +1,114 @@
+"""The agent's file tools have the sandbox user's rights, not the root command server's (real containers)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparring.envs.swe.base_image import BASE_IMAGE
+from sparring.envs.swe.sandbox import DEFAULT_USER, SandboxLimits, SandboxPool
+from sparring.envs.swe.tools import SandboxTools
+from tests.envs.swe.sandbox_helpers import docker_ready
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def pool():
+    docker_ready()
+    with SandboxPool(BASE_IMAGE, size=2, limits=SandboxLimits(exec_timeout=30)) as p:
+        yield p
+
+
+@pytest.fixture
+def box(pool):
+    sandbox = pool.acquire()
+    yield sandbox
+    pool.release(sandbox)
+
+
+@pytest.fixture
+def tools(box):
+    agent = SandboxTools()
+    agent._sandbox = box
+    return agent
+
+
+def test_view_refuses_a_file_only_root_may_read(tools, box):
+    obs = tools.view("/etc/shadow")
+    assert obs.startswith("Error: permission denied: /etc/shadow")
+    assert "root:" not in obs
+    assert box.get_file("/etc/shadow").startswith(b"root:")  # the harness, as root, still may
+
+
+def test_str_replace_cannot_read_or_edit_a_root_file(tools, box):
+    obs = tools.str_replace("/etc/shadow", "root:", "toor:")
+    assert obs.startswith("Error: permission denied: /etc/shadow")
+    assert box.get_file("/etc/shadow").startswith(b"root:")
+
+
+def test_create_refuses_system_paths_and_leaves_nothing(tools, box):
+    python_lib = box.exec("python3 -c 'import os; print(os.path.dirname(os.__file__))'").stdout.strip()
+    assert python_lib.startswith("/usr/lib/python3")
+    for path in ("/etc/evil", f"{python_lib}/sparring_evil.py", "/etc/evil.d/inner/file", "/root/.sparring-evil"):
+        obs = tools.create(path, "import os; os.system('id')\n")
+        assert obs.startswith(f"Error: permission denied: {path}"), obs
+        assert box.exec(f"test -e {path} || echo absent", user="root").stdout == "absent\n"
+    assert box.exec("test -e /etc/evil.d || echo absent", user="root").stdout == "absent\n"
+
+
+def test_str_replace_cannot_edit_a_root_file_the_agent_may_read(tools, box):
+    box.put_file("/repo/locked.py", "X = 1\n", mode=0o644, user="root")  # like an oracle test file
+    obs = tools.str_replace("/repo/locked.py", "X = 1", "X = 2")
+    assert obs.startswith("Error: permission denied: /repo/locked.py")
+    assert box.get_file("/repo/locked.py") == b"X = 1\n"
+
+
+def test_create_and_view_in_the_repository_as_the_agent(tools, box):
+    assert tools.create("pkg/new/mod.py", "A = 1\nB = 2\n") == "Wrote /repo/pkg/new/mod.py (2 lines)."
+    assert tools.view("pkg/new/mod.py") == "1\tA = 1\n2\tB = 2\n[lines 1-2 of 2]"
+    assert tools.str_replace("pkg/new/mod.py", "B = 2", "B = 3").startswith("Edited /repo/pkg/new/mod.py")
+    owners = box.exec("stat -c '%U:%G %a' pkg pkg/new pkg/new/mod.py", user="root").stdout
+    assert owners == f"{DEFAULT_USER}:{DEFAULT_USER} 755\n" * 2 + f"{DEFAULT_USER}:{DEFAULT_USER} 644\n"
+    assert box.get_file("/repo/pkg/new/mod.py") == b"A = 1\nB = 3\n"
+    assert tools.view("/repo/nothing.py") == "Error: /repo/nothing.py does not exist."
+
+
+def test_file_operations_run_without_groups_or_capabilities(box):
+    status = dict(line.split(":", 1) for line in box.get_file("/proc/self/status", as_agent=True).decode().splitlines())
+    assert status["Uid"].split() == ["1000"] * 4 and status["Gid"].split() == ["1000"] * 4
+    assert status["Groups"].strip() == ""
+    assert {status[k].strip() for k in ("CapInh", "CapPrm", "CapEff", "CapAmb")} == {"0000000000000000"}
+    harness = dict(line.split(":", 1) for line in box.get_file("/proc/self/status").decode().splitlines())
+    assert harness["Uid"].split() == ["0"] * 4  # the harness's own reads stay root's
+
+
+def test_agent_writes_never_follow_a_planted_symlink(tools, box):
+    assert box.exec("ln -s /etc/passwd /repo/trap && ln -s /etc /repo/etc").ok
+    assert tools.create("/repo/trap", "harmless\n").startswith("Wrote")
+    assert box.exec("test -L /repo/trap || cat /repo/trap").stdout == "harmless\n"
+    assert tools.create("/repo/etc/evil", "x\n").startswith("Error: permission denied: /repo/etc/evil")
+    after = box.exec("grep -c '^root:' /etc/passwd; test -e /etc/evil || echo absent", user="root")
+    assert after.stdout == "1\nabsent\n"
+
+
+def test_special_files_are_refused_not_waited_on(tools, box):
+    assert box.exec("mkfifo /repo/pipe").ok
+    obs = tools.view("/repo/pipe")
+    assert obs.startswith("Error: cannot read /repo/pipe:") and "not a regular file" in obs
+    assert tools.create("/repo/pipe", "x").startswith("Error: cannot write /repo/pipe:")
+    obs = tools.view("/dev/zero")
+    assert obs.startswith("Error: cannot read /dev/zero:") and "not a regular file" in obs
+    assert box.exec("echo alive").stdout == "alive\n"
+
+
+def test_harness_root_files_still_work(box):
+    box.put_file("/etc/sparring-harness.conf", "k = v\n", mode=0o600, user="root")
+    assert box.get_file("/etc/sparring-harness.conf") == b"k = v\n"
+    assert box.exec("stat -c '%U %a' /etc/sparring-harness.conf").stdout == "root 600\n"
+    with pytest.raises(PermissionError):
+        box.get_file("/etc/sparring-harness.conf", as_agent=True)
+    with pytest.raises(PermissionError):
+        box.put_file("/etc/sparring-harness.conf", "k = evil\n", as_agent=True)
+    assert box.get_file("/etc/sparring-harness.conf") == b"k = v\n"
+    with pytest.raises(ValueError):
+        box.put_file("/repo/x", "", user="root", as_agent=True)
