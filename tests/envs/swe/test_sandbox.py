@@ -17,20 +17,6 @@ from tests.envs.swe.sandbox_helpers import docker_ready, labelled
 pytestmark = pytest.mark.docker
 
 
-@pytest.fixture(scope="module")
-def pool():
-    docker_ready()
-    with SandboxPool(BASE_IMAGE, size=2, limits=SandboxLimits(exec_timeout=30)) as p:
-        yield p
-
-
-@pytest.fixture
-def box(pool):
-    sandbox = pool.acquire()
-    yield sandbox
-    pool.release(sandbox)
-
-
 def test_commands_run_as_the_non_root_user_and_root_only_when_asked(box):
     r = box.exec("id -u; id -un; pwd; echo $HOME")
     assert r.ok

@@ -4,26 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from sparring.envs.swe.base_image import BASE_IMAGE
-from sparring.envs.swe.sandbox import DEFAULT_USER, SandboxLimits, SandboxPool
+from sparring.envs.swe.sandbox import DEFAULT_USER
 from sparring.envs.swe.tools import SandboxTools
-from tests.envs.swe.sandbox_helpers import docker_ready
 
 pytestmark = pytest.mark.docker
 
-
-@pytest.fixture(scope="module")
-def pool():
-    docker_ready()
-    with SandboxPool(BASE_IMAGE, size=2, limits=SandboxLimits(exec_timeout=30)) as p:
-        yield p
-
-
-@pytest.fixture
-def box(pool):
-    sandbox = pool.acquire()
-    yield sandbox
-    pool.release(sandbox)
+# ``pool`` and ``box`` (base-image sandboxes) come from conftest.py.
 
 
 @pytest.fixture
