@@ -39,6 +39,7 @@ __all__ = [
     "load_bugs",
     "load_repair_tasks",
     "save_bug",
+    "stored_repos",
     "weaken_tests",
 ]
 
@@ -46,6 +47,12 @@ __all__ = [
 def bug_store_dir(repo: str, root: Path | None = None) -> Path:
     """The store folder of one repository, under ``root`` (default: ``sparring_home()/bugs``)."""
     return (root if root is not None else sparring_home() / "bugs") / repo
+
+
+def stored_repos(root: Path | None = None) -> list[str]:
+    """Repositories that have a bug store under ``root`` (see :func:`bug_store_dir`), sorted."""
+    folder = bug_store_dir("", root)
+    return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
 
 
 def save_bug(artifact: BugArtifact, validation: ValidationResult, image: str, root: Path | None = None) -> Path:

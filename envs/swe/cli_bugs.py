@@ -67,8 +67,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     @groups["bugs"].command("list")
     def bugs_list() -> None:
         """Count the validated bugs per repository."""
-        from sparring.envs.swe.bugstore import load_bugs
-        from sparring.envs.swe.export import stored_repos
+        from sparring.envs.swe.bugstore import load_bugs, stored_repos
 
         for name in stored_repos():
             print(f"{name}: {len(load_bugs(name))}")

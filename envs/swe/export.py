@@ -28,12 +28,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sparring import SparringError, sparring_home
+from sparring import SparringError
 from sparring.envs.swe.artifact import BugArtifact, reverse_diff
 from sparring.envs.swe.repair_env import REPAIR_PROMPT
 from sparring.envs.swe.validation import ValidationResult
 
-__all__ = ["INSTANCE_FIELDS", "export_instances", "stored_repos", "swe_instance"]
+__all__ = ["INSTANCE_FIELDS", "export_instances", "swe_instance"]
 
 #: Columns of an exported instance, in order.
 INSTANCE_FIELDS = (
@@ -66,12 +66,6 @@ def swe_instance(artifact: BugArtifact, validation: ValidationResult, image: str
     }
 
 
-def stored_repos() -> list[str]:
-    """Repositories that have a bug store (a folder under ``sparring_home()/bugs``), sorted."""
-    root = sparring_home() / "bugs"
-    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-
-
 def export_instances(out: Path, repos: list[str] | None = None, split: str = "all", hf: bool = True) -> dict[str, Any]:
     """Write every stored valid bug as ``instances.jsonl`` and (``hf``) a ``datasets`` dataset.
 
@@ -87,7 +81,7 @@ def export_instances(out: Path, repos: list[str] | None = None, split: str = "al
     Raises:
         SparringError: A named repository has no bug store, or ``hf`` is asked for without ``datasets``.
     """
-    from sparring.envs.swe.bugstore import load_bugs
+    from sparring.envs.swe.bugstore import load_bugs, stored_repos
     from sparring.envs.swe.repos import load_catalog
 
     if hf and importlib.util.find_spec("datasets") is None:
