@@ -1,19 +1,21 @@
 """Continuous batching for the HF backend: rows join after their prefill and leave when they finish.
 
 A :class:`DecodeBatch` holds the rows that are decoding together: one KV cache, one attention
-mask, each row's next position and the token it sampled last. :meth:`DecodeBatch.add` prefills
-new prompts (reusing cached prefixes) and merges them into the running batch; :meth:`DecodeBatch.step`
-feeds every row its last token and samples the next. A row whose turn ends leaves at once, so an
-episode waiting on the env never waits for another episode's long answer, and its next turn can
-join while the others are still decoding (what vLLM calls continuous batching).
+mask, each row's next position and the token it sampled last. :meth:`DecodeBatch.step` feeds
+every row its last token and samples the next; :meth:`DecodeBatch.add` does the same in a pass
+that also prefills new prompts (only what the prefix cache does not hold), so a joining row does
+not pause the others for its prefill. A row whose turn ends leaves at once, so an episode waiting
+on the env never waits for another episode's long answer, and its next turn can join while the
+others are still decoding (what vLLM calls continuous batching). Every pass is a packed forward
+(:func:`~sparring.agents.kv_cache.packed_forward`): the new tokens of all rows form one sequence
+for the linear layers, and attention runs per row over that row's columns.
 
 Layout: every row of the cache has the same number of columns; the columns a row does not use
-are padding, masked out (before its tokens, and between a cached prefix and its new tokens).
+are padding before its tokens, masked out.
 Positions are explicit, so padding never shifts them. The cache's rows live in fixed slots
 (:class:`~sparring.agents.kv_cache.SlotLayer`): a joining row is written into a free slot, a
-leaving row's slot gets the last row. When rows leave, padding that no remaining row needs is cut:
-leading padding by moving the window, padding in the middle of rows by packing each row's columns
-to the right.
+leaving row's slot gets the last row. When rows leave, the leading padding that no remaining row
+needs is cut by moving the window.
 
 Each row samples with its own ``torch.Generator`` seeded from its request, so a sampled turn is
 reproducible whatever else shares the batch (up to float rounding of batched matmuls).
@@ -28,7 +30,7 @@ from typing import Any
 import torch
 
 from sparring.agents.generation import Generation, SamplingParams
-from sparring.agents.kv_cache import SlotLayer, slot_cache
+from sparring.agents.kv_cache import SlotLayer, make_plan, packed_forward, slot_cache
 
 __all__ = ["DecodeBatch", "Request", "sample_next"]
 
@@ -102,60 +104,90 @@ class DecodeBatch:
         return len(self.rows)
 
     def add(self, requests: Sequence[Request]) -> list[tuple[Hashable, Generation]]:
-        """Prefill ``requests`` together and let them join; return those already finished."""
+        """Let ``requests`` join: one pass prefills them and decodes a token of every running row.
+
+        Returns the rows (joining or running) that finished.
+        """
         if not requests:
             return []
         if any(len(r.prompt) == 0 for r in requests):
             raise ValueError("cannot generate from an empty prompt")
-        gen = self.gen
-        device = gen.device
-        prompts = [r.prompt for r in requests]
-        hits = [gen.prefix_cache.lookup(p) for p in prompts]
-        cached = max(c for c, _ in hits)
-        width = max(len(p) - c for p, (c, _) in zip(prompts, hits, strict=True))
-        # Row layout: [pad | cached prefix | pad | new tokens]; padding anywhere is masked out.
-        input_ids = torch.full((len(prompts), width), gen.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(prompts), cached + width), dtype=torch.long)
-        positions = torch.zeros((len(prompts), width), dtype=torch.long)
-        for i, (p, (c, _)) in enumerate(zip(prompts, hits, strict=True)):
-            new = len(p) - c
-            input_ids[i, width - new :] = torch.tensor(list(p[c:]), dtype=torch.long)
-            positions[i, width - new :] = torch.arange(c, len(p))
-            mask[i, cached - c : cached] = 1
-            mask[i, cached + width - new :] = 1
-        input_ids, mask, positions = input_ids.to(device), mask.to(device), positions.to(device)
-        cache = self._seed_cache(hits, cached, len(prompts))
-        with torch.inference_mode():
-            logits = gen.model(
-                input_ids=input_ids,
-                attention_mask=mask,
-                position_ids=positions,
-                past_key_values=cache,
-                use_cache=True,
-                logits_to_keep=1,  # the vocabulary projection of every prompt position would dominate prefill
-            ).logits[:, -1, :]
-        rows = [_Row(r, _row_rng(r.sampling, device)) for r in requests]
-        self._merge(rows, cache, mask, positions[:, -1:] + 1)
-        return self._sample(logits, first=len(self.rows) - len(rows))
+        return self._forward(requests)
 
     def step(self) -> list[tuple[Hashable, Generation]]:
         """Feed every row the token it sampled last, sample the next; return the rows that finished."""
         if not self.rows:
             return []
-        assert self.mask is not None and self.positions is not None and self.tokens is not None
-        self.mask = torch.cat([self.mask, self.mask.new_ones((len(self.rows), 1))], dim=1)
-        with torch.inference_mode():
-            logits = self.gen.model(
-                input_ids=self.tokens.unsqueeze(-1),
-                attention_mask=self.mask,
-                position_ids=self.positions,
-                past_key_values=self.cache,
-                use_cache=True,
-            ).logits[:, -1, :]
-        self.positions = self.positions + 1
-        return self._sample(logits, first=0)
+        return self._forward([])
 
     # -- internals --------------------------------------------------------------------------
+
+    def _forward(self, joining: Sequence[Request]) -> list[tuple[Hashable, Generation]]:
+        """One packed pass (:func:`~sparring.agents.kv_cache.packed_forward`): a token of each running
+        row, then the uncached tokens of each joining row; sample a token for every row."""
+        gen = self.gen
+        device = gen.device
+        config = gen.model.config
+        n0 = len(self.rows)
+        ids: list[torch.Tensor] = []
+        positions: list[torch.Tensor] = []
+        if n0:
+            assert self.tokens is not None and self.positions is not None
+            ids.append(self.tokens)
+            positions.append(self.positions[:, 0])
+        plan_rows: list[tuple[int, int, int, int]] = []
+        hits = []
+        offset = n0
+        for j, request in enumerate(joining):
+            cached, states = gen.prefix_cache.lookup(request.prompt)
+            new = len(request.prompt) - cached
+            plan_rows.append((n0 + j, offset, new, cached))
+            hits.append(states)
+            ids.append(torch.tensor(list(request.prompt[cached:]), dtype=torch.long, device=device))
+            positions.append(torch.arange(cached, len(request.prompt), device=device))
+            offset += new
+        if self.cache is None:
+            self.cache = slot_cache(config)
+        width = max((n + c for _, _, n, c in plan_rows), default=1)
+        heads = config.num_key_value_heads
+        dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        like = torch.empty((heads, 1, dim), dtype=gen.model.dtype, device=device)
+        for index, layer in enumerate(self._slots()):
+            layer.reserve(len(joining), width, like)
+            for (row, _, n, _), states in zip(plan_rows, hits, strict=True):
+                if states is not None:
+                    layer.write_prefix(row, states[index][0], states[index][1], before=n)
+        self._grow_mask(plan_rows)
+        assert self.mask is not None
+        groups = config.num_attention_heads // heads
+        plan = make_plan(n0, plan_rows, self.mask, groups)
+        last = list(range(n0)) + [o + n - 1 for _, o, n, _ in plan_rows]
+        with torch.inference_mode(), packed_forward(gen.model, self.cache, plan) as extra:
+            logits = gen.model(
+                input_ids=torch.cat(ids).unsqueeze(0),
+                position_ids=torch.cat(positions).unsqueeze(0),
+                past_key_values=self.cache,
+                use_cache=True,
+                logits_to_keep=torch.tensor(last, device=device),  # the last position of each row only
+                **extra,
+            ).logits[0]
+        joined = [torch.tensor([[len(r.prompt)]], device=device) for r in joining]
+        self.positions = torch.cat(([self.positions + 1] if n0 and self.positions is not None else []) + joined)
+        self.rows = self.rows + [_Row(r, _row_rng(r.sampling, device)) for r in joining]
+        return self._sample(logits, first=0)
+
+    def _grow_mask(self, joining: list[tuple[int, int, int, int]]) -> None:
+        """The mask after a pass: a new column for the running rows, each joining row's own columns at the end."""
+        layer = self._slots()[0]
+        columns = layer.end + 1 - layer.start  # the window after the pass
+        parts = []
+        if self.mask is not None and self.rows:
+            parts.append(_pad_left(torch.cat([self.mask, self.mask.new_ones((len(self.rows), 1))], dim=1), columns))
+        for _, _, n, c in joining:
+            row = torch.zeros((1, columns), dtype=torch.long, device=self.gen.device)
+            row[0, columns - n - c :] = 1
+            parts.append(row)
+        self.mask = torch.cat(parts)
 
     def _sample(self, logits: torch.Tensor, first: int) -> list[tuple[Hashable, Generation]]:
         """Sample for rows ``first..`` (whose logits these are); drop and return those that finished."""
@@ -213,11 +245,11 @@ class DecodeBatch:
         return results
 
     def _compact(self) -> None:
-        """Cut the padding columns that the remaining rows do not need (when enough have piled up).
+        """Cut the leading padding that every remaining row has (when enough has piled up).
 
-        Leading padding that every row has goes by moving the start of the cache's window (no
-        copy). Padding in the middle of rows (between a cached prefix and a row's new tokens) is
-        cut by packing each row's own columns to the right, in order (one copy of the rows).
+        Each row's own columns are one block that ends at the window's end (a joining row's cached
+        prefix is written just before its new tokens), so leading padding is the only padding, and
+        it goes by moving the start of the cache's window: no copy.
         """
         assert self.mask is not None
         unused = int(self.mask.argmax(dim=1).min())  # each row's first own column; the fewest leading pads
@@ -225,14 +257,6 @@ class DecodeBatch:
             self.mask = self.mask[:, unused:]
             for layer in self._slots():
                 layer.trim(unused)
-        width = int(self.mask.sum(dim=1).max())
-        if self.mask.shape[1] - width < TRIM_COLUMNS:
-            return
-        # A stable sort puts a row's padding columns first and its own after them, each in order.
-        columns = torch.sort(self.mask, dim=1, stable=True).indices[:, -width:]
-        self.mask = self.mask.gather(1, columns)
-        for layer in self._slots():
-            layer.repack(columns)
 
     def _slots(self) -> list[SlotLayer]:
         return [layer for layer in self.cache.layers if isinstance(layer, SlotLayer)]
@@ -244,39 +268,6 @@ class DecodeBatch:
             text=self.gen.tokenizer.decode(row.out_ids, skip_special_tokens=True),
             finish_reason="stop" if row.finish == "stop" else "length",
         )
-
-    def _seed_cache(self, hits: list[tuple[int, Any]], cached: int, n: int) -> Any:
-        """A KV cache holding each new row's cached prefix, right-aligned at column ``cached``."""
-        from transformers import DynamicCache
-
-        cache = DynamicCache(config=self.gen.model.config)
-        if cached == 0:
-            return cache
-        template = next(states for c, states in hits if states is not None)
-        for layer, (k0, v0) in enumerate(template):
-            keys = k0.new_zeros((n, k0.shape[0], cached, k0.shape[-1]))
-            values = v0.new_zeros((n, v0.shape[0], cached, v0.shape[-1]))
-            for i, (c, states) in enumerate(hits):
-                if states is not None:
-                    keys[i, :, cached - c :] = states[layer][0]
-                    values[i, :, cached - c :] = states[layer][1]
-            cache.update(keys, values, layer)
-        return cache
-
-    def _merge(self, rows: list[_Row], cache: Any, mask: torch.Tensor, positions: torch.Tensor) -> None:
-        """Copy freshly prefilled rows into the batch's slots; left-pad whichever mask has fewer columns."""
-        if self.cache is None:
-            self.cache = slot_cache(self.gen.model.config)
-        for slots, new in zip(self.cache.layers, cache.layers, strict=True):
-            slots.place(new.keys, new.values)
-        if not self.rows:
-            self.rows, self.mask, self.positions = rows, mask, positions
-            return
-        assert self.mask is not None and self.positions is not None
-        columns = max(self.mask.shape[1], mask.shape[1])
-        self.mask = torch.cat([_pad_left(self.mask, columns), _pad_left(mask, columns)])
-        self.positions = torch.cat([self.positions, positions])
-        self.rows = self.rows + rows
 
 
 def _pad_left(t: torch.Tensor, columns: int) -> torch.Tensor:

@@ -11,22 +11,34 @@ end)``; ``keys``/``values`` are views of that region, so everything else ``Dynam
 (lengths, masks) works unchanged; the other operations transformers may call (row selection,
 beam reordering, crop) are overridden to keep the buffers in step. A decode step writes one
 column; a joining row writes only its own states; a leaving row is replaced by the last one (one
-row's copy); trimming leading padding moves the window's start, and only padding in the middle of
-rows (a cached prefix, then the new tokens) needs a copy (:meth:`SlotLayer.repack`). The buffers
-are zero-filled when allocated, so columns outside a row's tokens (masked out) always hold finite
-values.
+row's copy); trimming leading padding moves the window's start. A window that needs more room
+first moves within the buffers, which are reallocated (with room to spare) only when they are too
+small. The buffers are zero-filled when allocated, so columns outside a row's tokens (masked out)
+always hold finite values.
+
+A *packed* forward (:class:`PackedPlan`, :func:`packed_attention`) runs, in one pass, the decode
+step of the rows in the batch and the prefill of rows joining it: every new token of every row is
+one position of a single sequence, so the linear layers (most of the work) see them all at once,
+while attention is computed per row against that row's own columns of the cache. A joining row
+then no longer pauses the others for its prefill (vLLM's scheduler mixes prefill and decode tokens
+in one batch the same way), and no row is padded to the width of another's new tokens.
 
 Imported by the HF backend only (it imports transformers).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
-from transformers import DynamicCache
+import torch
+from transformers import AttentionInterface, DynamicCache
 from transformers.cache_utils import DynamicLayer
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-__all__ = ["SlotLayer", "slot_cache"]
+__all__ = ["PACKED_ATTENTION", "PackedPlan", "SlotLayer", "packed_attention", "packed_forward", "slot_cache"]
 
 #: Spare columns allocated after the window, so decode steps rarely reallocate.
 SPARE_COLUMNS = 256
@@ -38,17 +50,24 @@ class SlotLayer(DynamicLayer):
     """A ``DynamicLayer`` whose rows and columns live in preallocated buffers (module docstring)."""
 
     def __init__(self) -> None:
-        """An empty layer; :meth:`place` or :meth:`update` allocates."""
+        """An empty layer; :meth:`place`, :meth:`reserve` or :meth:`update` allocates."""
         super().__init__()
         self._kbuf: Any = None
         self._vbuf: Any = None
         self.rows = 0
         self.start = self.end = 0
+        self.plan: PackedPlan | None = None  # set during a packed forward (see :func:`packed_forward`)
 
     # -- what transformers calls ---------------------------------------------------------
 
     def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
-        """Write the new columns after the window's end; return (keys, values) of the whole window."""
+        """Write the new columns after the window's end; return (keys, values) of the whole window.
+
+        In a packed forward the states come as one sequence ``[1, heads, tokens, dim]``: the
+        decoding rows' tokens go to the new column, each joining row's to its last columns.
+        """
+        if self.plan is not None:
+            return self._update_packed(key_states[0], value_states[0], self.plan)
         if self._kbuf is None:
             self.place(key_states, value_states)
             return self.keys, self.values
@@ -127,6 +146,33 @@ class SlotLayer(DynamicLayer):
         self.rows += m
         self._refresh()
 
+    def reserve(self, m: int, width: int, like: Any) -> None:
+        """Make room, before a packed forward, for ``m`` joining rows and one more column.
+
+        The joining rows take slots ``rows..rows+m-1``; their states (a cached prefix, then the new
+        tokens) span at most ``width`` columns ending with the new column. ``like`` is a
+        ``[heads, 1, dim]`` tensor of the states' dtype and device.
+        """
+        if self._kbuf is None:
+            self.is_initialized, self.dtype, self.device = True, like.dtype, like.device
+            # Left headroom as wide as the first rows: the next turns of episodes are longer.
+            shape = (m, like.shape[0], 2 * width + HEADROOM + SPARE_COLUMNS, like.shape[-1])
+            self._kbuf, self._vbuf = like.new_zeros(shape), like.new_zeros(shape)
+            self.start = self.end = 2 * width - 1 + HEADROOM
+        else:
+            if self.rows == 0:  # an empty batch starts a new window
+                self.start = self.end = max(0, min(width - 1 + HEADROOM, self._kbuf.shape[-2] - SPARE_COLUMNS))
+            self._fit(self.rows + m, width - 1)
+        self.start = min(self.start, self.end + 1 - width)
+        self.rows += m
+        self._refresh()
+
+    def write_prefix(self, row: int, keys: Any, values: Any, before: int) -> None:
+        """Write a joining row's cached prefix ``[heads, c, dim]`` to end ``before`` columns ahead of the new column."""
+        c, stop = keys.shape[-2], self.end + 1 - before
+        self._kbuf[row, :, stop - c : stop] = keys
+        self._vbuf[row, :, stop - c : stop] = values
+
     def remove(self, row: int) -> None:
         """Take ``row`` out: the last row moves into its slot (callers reorder their rows the same way)."""
         last = self.rows - 1
@@ -141,21 +187,44 @@ class SlotLayer(DynamicLayer):
         self.start += columns
         self._refresh()
 
-    def repack(self, columns: Any) -> None:
-        """Keep, for each row ``r``, the window's columns ``columns[r]`` (in order), right-aligned.
-
-        For padding in the middle of rows, which :meth:`trim` cannot cut: copies every live row.
-        """
-        assert self.keys is not None and self.values is not None
-        index = columns[:, None, :, None].expand(-1, self.keys.shape[1], -1, self.keys.shape[-1])
-        keys, values = self.keys.gather(2, index), self.values.gather(2, index)  # fresh tensors
-        width = columns.shape[1]
-        self._kbuf[: self.rows, :, self.end - width : self.end] = keys
-        self._vbuf[: self.rows, :, self.end - width : self.end] = values
-        self.start = self.end - width
-        self._refresh()
-
     # -- internals -----------------------------------------------------------------------
+
+    def _update_packed(self, keys: Any, values: Any, plan: PackedPlan) -> tuple[Any, Any]:
+        """Scatter one packed sequence's states ``[heads, tokens, dim]`` to their rows (see :meth:`update`)."""
+        end, n0 = self.end, plan.decoding
+        if n0:
+            self._kbuf[:n0, :, end] = keys[:, :n0].transpose(0, 1)
+            self._vbuf[:n0, :, end] = values[:, :n0].transpose(0, 1)
+        for row, offset, n, _ in plan.joining:
+            self._kbuf[row, :, end + 1 - n : end + 1] = keys[:, offset : offset + n]
+            self._vbuf[row, :, end + 1 - n : end + 1] = values[:, offset : offset + n]
+        self.end = end + 1
+        self._refresh()
+        return self.keys, self.values
+
+    def _fit(self, rows: int, left: int) -> None:
+        """Make the buffers hold ``rows`` rows, ``left`` columns before the window's end and one after it.
+
+        Where the buffers are large enough, the window moves within them (one copy of the live
+        region); only otherwise are they reallocated, with room to spare on both sides, since
+        allocating (and faulting in) fresh zeroed memory costs far more than the copy.
+        """
+        cap_rows, cap_cols = self._kbuf.shape[0], self._kbuf.shape[-2]
+        if rows <= cap_rows and left <= self.end < cap_cols:
+            return
+        width = self.end - self.start
+        needed = max(width, left) + 1
+        slack = cap_cols - needed
+        if rows <= cap_rows and slack >= HEADROOM:
+            new_end = max(width, left) + slack - min(slack // 2, SPARE_COLUMNS)  # keep up to SPARE after it
+            keys = self._kbuf[: self.rows, :, self.start : self.end].clone()
+            values = self._vbuf[: self.rows, :, self.start : self.end].clone()
+            self._kbuf[: self.rows, :, new_end - width : new_end] = keys
+            self._vbuf[: self.rows, :, new_end - width : new_end] = values
+            self.start, self.end = new_end - width, new_end
+            return
+        grown = max(rows, min(2 * cap_rows, rows + 8)) if rows > cap_rows else cap_rows
+        self._reallocate(grown, left=max(width, left) + max(HEADROOM, cap_cols // 4))
 
     def _replace(self, keys: Any, values: Any) -> None:
         """Make ``keys``/``values`` (fresh tensors, not views of the buffers) the only rows."""
@@ -187,3 +256,97 @@ def slot_cache(config: Any) -> DynamicCache:
     cache = DynamicCache(config=config)
     cache.layers = [SlotLayer() if type(layer) is DynamicLayer else layer for layer in cache.layers]
     return cache
+
+
+#: The name under which :func:`packed_attention` is registered with transformers.
+PACKED_ATTENTION = "sparring_packed"
+
+
+@dataclass
+class PackedPlan:
+    """Where the tokens of one packed forward belong.
+
+    The sequence holds first one token of each of the ``decoding`` rows (slots ``0..decoding-1``,
+    in order), then the new tokens of each joining row. A joining row is ``(slot, offset in the
+    sequence, new tokens, cached prefix length)``; its prefix sits just before its new tokens, so
+    its states are the last ``prefix + new`` columns of its slot.
+    """
+
+    decoding: int
+    joining: list[tuple[int, int, int, int]]
+    decode_mask: Any = None
+    """``[decoding, 1, 1, columns]`` bool: the columns each decoding row attends to."""
+    causal: list[Any] = field(default_factory=list)
+    """Per joining row, ``[groups * new, prefix + new]`` bool: causal within the row, query heads grouped."""
+
+
+def packed_attention(
+    module: Any, query: Any, key: Any, value: Any, attention_mask: Any, scaling: float | None = None, **kwargs: Any
+) -> tuple[Any, None]:
+    """Attention of a packed forward: each row's queries against that row's own columns only.
+
+    Registered with transformers as :data:`PACKED_ATTENTION`; without a ``sparring_plan`` it is
+    plain SDPA. Query heads that share a key/value head are folded into the query length, so the
+    key/value heads are never repeated in memory.
+    """
+    plan: PackedPlan | None = kwargs.pop("sparring_plan", None)
+    if plan is None:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+    unsupported = [k for k in ("softcap", "s_aux", "sliding_window") if kwargs.get(k) is not None]
+    if unsupported:  # the model's attention is more than softmax(QK^T)V; never compute it wrongly
+        raise NotImplementedError(f"packed attention does not support {', '.join(unsupported)}")
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    q = query[0]  # [heads, tokens, dim]
+    heads, dim = q.shape[0], q.shape[-1]
+    kv_heads = key.shape[1]
+    groups = heads // kv_heads
+    parts = []
+    n0 = plan.decoding
+    if n0:
+        qd = q[:, :n0].transpose(0, 1).reshape(n0, kv_heads, groups, dim)
+        out = sdpa(qd, key[:n0], value[:n0], attn_mask=plan.decode_mask, scale=scaling)
+        parts.append(out.reshape(n0, heads, dim))
+    for (row, offset, n, c), causal in zip(plan.joining, plan.causal, strict=True):
+        qj = q[None, :, offset : offset + n].reshape(1, kv_heads, groups * n, dim)
+        kj, vj = key[row : row + 1, :, -(n + c) :], value[row : row + 1, :, -(n + c) :]
+        out = sdpa(qj, kj, vj, attn_mask=causal, scale=scaling)  # [1, kv_heads, groups * n, dim]
+        parts.append(out.reshape(heads, n, dim).transpose(0, 1))
+    return torch.cat(parts).unsqueeze(0), None
+
+
+AttentionInterface.register(PACKED_ATTENTION, packed_attention)
+
+
+def make_plan(decoding: int, joining: list[tuple[int, int, int, int]], mask: Any, groups: int) -> PackedPlan:
+    """A :class:`PackedPlan` with its masks, from the batch's ``[rows, columns]`` 0/1 mask after the pass."""
+    plan = PackedPlan(decoding, joining)
+    if decoding:
+        plan.decode_mask = mask[:decoding].bool()[:, None, None, :]
+    for _, _, n, c in joining:
+        rows = torch.arange(n, device=mask.device)[:, None]
+        cols = torch.arange(n + c, device=mask.device)[None, :]
+        plan.causal.append((cols <= rows + c).repeat(groups, 1))
+    return plan
+
+
+@contextmanager
+def packed_forward(model: Any, cache: DynamicCache, plan: PackedPlan) -> Iterator[dict[str, Any]]:
+    """Run the model's forward inside this as a packed pass; yields the extra forward kwargs.
+
+    The model's attention implementation is switched for the duration only, so the same model
+    stays usable by others (a trainer's forward) between passes.
+    """
+    config = model.config
+    before = config._attn_implementation
+    layers = [layer for layer in cache.layers if isinstance(layer, SlotLayer)]
+    config._attn_implementation = PACKED_ATTENTION
+    for layer in layers:
+        layer.plan = plan
+    try:
+        # A 4-D mask is passed through untouched; the plan carries the real masks.
+        dummy = torch.ones((1, 1, 1, 1), dtype=torch.bool)
+        yield {"sparring_plan": plan, "attention_mask": dummy}
+    finally:
+        config._attn_implementation = before
+        for layer in layers:
+            layer.plan = None

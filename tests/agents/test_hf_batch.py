@@ -196,3 +196,73 @@ def test_a_model_with_sliding_window_layers_is_refused_in_one_sentence() -> None
 
     with pytest.raises(SparringError, match=r"DynamicSlidingWindowLayer: sliding-window .* use the HTTP backend"):
         _require_full_attention(SimpleNamespace(config=MistralConfig(num_hidden_layers=2, sliding_window=8)), "m")
+
+
+def test_packed_pass_of_joining_and_decoding_rows_matches_the_plain_forward(hf_generator: Any) -> None:
+    """Rows that join (one from a cached prefix) in the same pass as others decode get the logprobs
+    that one plain forward of their whole sequence gives."""
+    tok = hf_generator.tokenizer
+    prompts = {k: _prompt(tok, q) for k, q in (("a", "Name a colour."), ("b", "Count to five."))}
+    prompts["c"] = _prompt(tok, "Describe the sea in one sentence. " * 6)
+    prompts["d"] = _prompt(tok, "What is the capital of Italy?")
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=12)
+    hf_generator.clear_cache()
+    # c's first 40 tokens get cached states; its turn then prefills only the rest.
+    hf_generator.generate([prompts["c"][:40]], SamplingParams(temperature=0.0, max_new_tokens=1))
+    hits = hf_generator.prefix_cache.reused_tokens
+    stream = hf_generator.stream()
+    done = dict(stream.add([("a", prompts["a"], greedy), ("b", prompts["b"], greedy)]))
+    done.update(stream.step())
+    done.update(stream.add([("c", prompts["c"], greedy), ("d", prompts["d"], greedy)]))  # a, b decode in this pass
+    assert stream.active == 4 and hf_generator.prefix_cache.reused_tokens - hits >= 40
+    while stream.active:
+        done.update(stream.step())
+    for key, prompt in prompts.items():
+        got = done[key]
+        recomputed = hf_generator.logprobs([prompt + got.token_ids], [len(prompt)])[0]
+        assert max(abs(x - y) for x, y in zip(got.logprobs, recomputed, strict=True)) < 1e-3, key
+
+
+def test_slot_layer_reserves_room_by_moving_its_window_before_reallocating() -> None:
+    """A packed pass's rows land in their slots; a wider joiner moves the window inside the buffers
+    (same buffers, states kept) and only more rows than the buffers hold reallocate them."""
+    import torch
+
+    from sparring.agents.kv_cache import PackedPlan, SlotLayer
+
+    layer = SlotLayer()
+    like = torch.zeros(2, 1, 4)
+
+    def packed(decoding: int, joining: list[tuple[int, int, int, int]], tokens: torch.Tensor) -> None:
+        layer.plan = PackedPlan(decoding, joining)
+        layer.update(tokens[None], -tokens[None])
+        layer.plan = None
+
+    first = torch.arange(2 * 6 * 4, dtype=torch.float32).reshape(2, 6, 4) + 1  # [heads, tokens, dim]
+    layer.reserve(2, 3, like)
+    packed(0, [(0, 0, 3, 0), (1, 3, 3, 0)], first)  # two rows of 3 tokens join an empty batch
+    assert torch.equal(layer.keys[1], first[:, 3:]) and torch.equal(layer.values[0], -first[:, :3])
+    layer.remove(1)
+    buffer = layer._kbuf
+    for i in range(2 * buffer.shape[2]):  # decode past the buffers' end, trimming as rows leave padding
+        layer.reserve(0, 1, like)
+        packed(1, [], torch.full((2, 1, 4), float(i)))
+        if layer.end - layer.start > 8:
+            layer.trim(4)
+    assert layer._kbuf is buffer  # the window moved back within the buffers instead of reallocating
+    steps = 2 * buffer.shape[2]
+    assert torch.equal(layer.keys[0, 0, -3:, 0], torch.arange(steps - 3, steps, dtype=torch.float32))
+    # Row 1 joins with 5 cached columns and 4 new tokens while row 0 decodes its next token.
+    prefix = torch.full((2, 5, 4), 5.0)
+    new = torch.full((2, 5, 4), 9.0)  # [row 0's token, row 1's 4 tokens]
+    new[:, 0] = -1.0
+    layer.reserve(1, 9, like)
+    layer.write_prefix(1, prefix, -prefix, before=4)
+    packed(1, [(1, 1, 4, 5)], new)
+    assert layer._kbuf is buffer and layer.keys.shape[:3] == (2, 2, max(9, layer.end - layer.start))
+    assert torch.equal(layer.keys[0, :, -1], new[:, 0]) and layer.keys[0, 0, -2, 0] == steps - 1
+    assert torch.equal(layer.keys[1, :, -9:-4], prefix) and torch.equal(layer.values[1, :, -9:-4], -prefix)
+    assert torch.equal(layer.keys[1, :, -4:], new[:, 1:]) and torch.equal(layer.values[1, :, -4:], -new[:, 1:])
+    layer.reserve(1, 2, like)  # a third row: more than the buffers hold
+    assert layer._kbuf is not buffer and layer._kbuf.shape[0] >= 3 and layer.rows == 3
+    assert torch.equal(layer.keys[1, :, -9:-4], prefix) and torch.equal(layer.keys[0, :, -1], new[:, 0])
