@@ -243,4 +243,6 @@ def test_bench_rollout_reports_same_run_figures():
     assert 0 < result["longest_episode_tokens"] <= result["generated_tokens"] <= 3 * 2 * 8
     ratio = result["sequential_wall_s"] / result["wall_s"]  # both rounded to 10 ms
     assert result["speedup_vs_sequential"] == pytest.approx(ratio, rel=0.05)
+    # No episode takes longer alone than the sequential run, so the ceiling is a speed-up of 1 to 3 (episodes).
+    assert 1.0 <= result["speedup_ceiling"] <= 3.0 + 0.01
     assert result["packed_linears"] > 0 and result["cpus"] and result["machine"]
