@@ -71,7 +71,6 @@ class HFGenerator:
         _require_full_attention(self.model, self.name)
         self.eos_ids = _eos_ids(self.tokenizer, self.model)
         self.eos_set = frozenset(self.eos_ids)
-        self.pad_id = int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0])
         # One decode at a time: the model is shared by the runner, the server and the trainer.
         self._lock = threading.Lock()
         self.prefix_cache = PrefixCache(prefix_cache_tokens)
