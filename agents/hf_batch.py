@@ -174,7 +174,7 @@ class DecodeBatch:
         joined = [torch.tensor([[len(r.prompt)]], device=device) for r in joining]
         self.positions = torch.cat(([self.positions + 1] if n0 and self.positions is not None else []) + joined)
         self.rows = self.rows + [_Row(r, _row_rng(r.sampling, device)) for r in joining]
-        return self._sample(logits, first=0)
+        return self._sample(logits)
 
     def _grow_mask(self, joining: list[tuple[int, int, int, int]]) -> None:
         """The mask after a pass: a new column for the running rows, each joining row's own columns at the end."""
@@ -189,30 +189,27 @@ class DecodeBatch:
             parts.append(row)
         self.mask = torch.cat(parts)
 
-    def _sample(self, logits: torch.Tensor, first: int) -> list[tuple[Hashable, Generation]]:
-        """Sample for rows ``first..`` (whose logits these are); drop and return those that finished."""
-        rows = self.rows[first:]
+    def _sample(self, logits: torch.Tensor) -> list[tuple[Hashable, Generation]]:
+        """Sample a token for every row (one row of ``logits`` each); drop and return those that finished."""
+        rows = self.rows
         if all(r.request.sampling.greedy for r in rows):
             tokens, lps = sample_next(logits, rows[0].request.sampling, None)
         else:
             picked = [sample_next(logits[i : i + 1], r.request.sampling, r.rng) for i, r in enumerate(rows)]
             tokens = torch.cat([t for t, _ in picked])
             lps = torch.cat([lp for _, lp in picked])
-        if self.tokens is None or first == 0:
-            self.tokens = tokens
-        else:
-            self.tokens = torch.cat([self.tokens[:first], tokens])
+        self.tokens = tokens
         done: list[int] = []
         eos = self.gen.eos_set
-        for offset, (row, tok, lp) in enumerate(zip(rows, tokens.tolist(), lps.tolist(), strict=True)):
+        for index, (row, tok, lp) in enumerate(zip(rows, tokens.tolist(), lps.tolist(), strict=True)):
             row.out_ids.append(int(tok))
             row.out_lp.append(float(lp))
             sampling = row.request.sampling
             if tok in eos or self.gen.hit_stop(row.out_ids, sampling.stop):
                 row.finish = "stop"
-                done.append(first + offset)
+                done.append(index)
             elif len(row.out_ids) >= sampling.max_new_tokens:
-                done.append(first + offset)
+                done.append(index)
         return self._retire(done)
 
     def _retire(self, done: list[int]) -> list[tuple[Hashable, Generation]]:

@@ -130,16 +130,8 @@ class SlotLayer(DynamicLayer):
         row does not fill are masked out by the caller.
         """
         m, w = keys.shape[0], keys.shape[-2]
-        if self._kbuf is None:
-            self.is_initialized, self.dtype, self.device = True, keys.dtype, keys.device
-            shape = (m, keys.shape[1], w + HEADROOM + SPARE_COLUMNS, keys.shape[-1])
-            self._kbuf, self._vbuf = keys.new_zeros(shape), values.new_zeros(shape)
-            self.start = self.end = w + HEADROOM
-        elif self.rows == 0:  # an empty batch starts a new window
-            self.start = self.end = min(w + HEADROOM, self._kbuf.shape[-2] - SPARE_COLUMNS)
-        if self.rows + m > self._kbuf.shape[0] or self.end < w:
-            rows = max(self.rows + m, min(2 * self._kbuf.shape[0], self.rows + m + 8))
-            self._reallocate(rows, left=max(self.end - self.start, w) + HEADROOM)
+        self._open(m, keys, w + HEADROOM)
+        self._fit(self.rows + m, w)
         self.start = min(self.start, self.end - w)
         self._kbuf[self.rows : self.rows + m, :, self.end - w : self.end] = keys
         self._vbuf[self.rows : self.rows + m, :, self.end - w : self.end] = values
@@ -153,16 +145,9 @@ class SlotLayer(DynamicLayer):
         tokens) span at most ``width`` columns ending with the new column. ``like`` is a
         ``[heads, 1, dim]`` tensor of the states' dtype and device.
         """
-        if self._kbuf is None:
-            self.is_initialized, self.dtype, self.device = True, like.dtype, like.device
-            # Left headroom as wide as the first rows: the next turns of episodes are longer.
-            shape = (m, like.shape[0], 2 * width + HEADROOM + SPARE_COLUMNS, like.shape[-1])
-            self._kbuf, self._vbuf = like.new_zeros(shape), like.new_zeros(shape)
-            self.start = self.end = 2 * width - 1 + HEADROOM
-        else:
-            if self.rows == 0:  # an empty batch starts a new window
-                self.start = self.end = max(0, min(width - 1 + HEADROOM, self._kbuf.shape[-2] - SPARE_COLUMNS))
-            self._fit(self.rows + m, width - 1)
+        # Left headroom as wide as the first rows: the next turns of episodes are longer.
+        self._open(m, like, 2 * width - 1 + HEADROOM)
+        self._fit(self.rows + m, width - 1)
         self.start = min(self.start, self.end + 1 - width)
         self.rows += m
         self._refresh()
@@ -201,6 +186,17 @@ class SlotLayer(DynamicLayer):
         self.end = end + 1
         self._refresh()
         return self.keys, self.values
+
+    def _open(self, m: int, like: Any, end: int) -> None:
+        """Allocate zeroed buffers for ``m`` rows (of ``like``'s heads, dim, dtype and device) with the
+        window's end at column ``end``; or, when the batch is empty, start its new window there."""
+        if self._kbuf is None:
+            self.is_initialized, self.dtype, self.device = True, like.dtype, like.device
+            shape = (m, like.shape[-3], end + SPARE_COLUMNS, like.shape[-1])
+            self._kbuf, self._vbuf = like.new_zeros(shape), like.new_zeros(shape)
+            self.start = self.end = end
+        elif self.rows == 0:
+            self.start = self.end = min(end, self._kbuf.shape[-2] - SPARE_COLUMNS)
 
     def _fit(self, rows: int, left: int) -> None:
         """Make the buffers hold ``rows`` rows, ``left`` columns before the window's end and one after it.
