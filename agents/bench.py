@@ -41,12 +41,13 @@ def bench_rollout(
     import torch
 
     import sparring  # noqa: F401  (registers the envs)
+    from sparring import SparringError
     from sparring.agents.hf_backend import HFGenerator
 
     if dtype not in ("float32", "bfloat16", "float16"):
-        from sparring import SparringError
-
         raise SparringError(f"unknown dtype {dtype!r}; use float32, bfloat16 or float16.")
+    if episodes < 1 or concurrency < 1:
+        raise SparringError(f"--episodes and --concurrency must each be at least 1 (got {episodes} and {concurrency}).")
     generator = HFGenerator(None if model in (None, "default") else model, device=device, dtype=dtype)
     sampling = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
     specs = [
@@ -66,8 +67,6 @@ def bench_rollout(
         wall = time.perf_counter() - t0
         failed = [ep.error for ep in eps if ep.error]
         if failed:
-            from sparring import SparringError
-
             raise SparringError(f"{len(failed)} rollout episode(s) failed, e.g. {failed[0]}; fix the env, then rerun.")
         runs[label] = (runner.stats, wall, eps)
         prompt_tokens = sum(ep.action_mask.count(False) for ep in eps)

@@ -114,6 +114,10 @@ class EpisodeRunner:
         """Remember the policy; a token policy's chat template is probed once here."""
         self.policy = policy
         self.config = config or RunnerConfig()
+        if self.config.concurrency < 1:
+            from sparring import SparringError
+
+            raise SparringError(f"concurrency must be at least 1 episode at once, not {self.config.concurrency}.")
         self.stats = RunStats()
         self.chat: ChatFormat | None = None
         if isinstance(policy, Generator):

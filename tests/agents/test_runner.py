@@ -246,3 +246,14 @@ def test_bench_rollout_reports_same_run_figures():
     # No episode takes longer alone than the sequential run, so the ceiling is a speed-up of 1 to 3 (episodes).
     assert 1.0 <= result["speedup_ceiling"] <= 3.0 + 0.01
     assert result["packed_linears"] > 0 and result["cpus"] and result["machine"]
+
+
+def test_a_runner_or_bench_with_nothing_to_run_at_once_is_refused_in_one_sentence():
+    """Concurrency 0 would never start an episode (the run would spin forever); 0 episodes has no figures."""
+    from sparring.agents.bench import bench_rollout
+
+    with pytest.raises(SparringError, match=r"concurrency must be at least 1 episode at once, not 0\."):
+        EpisodeRunner(lambda spec: ReplayAgent([]), RunnerConfig(concurrency=0, progress=False))
+    for episodes, concurrency in ((0, 8), (8, 0)):  # refused before any model is loaded
+        with pytest.raises(SparringError, match=r"--episodes and --concurrency must each be at least 1"):
+            bench_rollout(episodes=episodes, concurrency=concurrency)
