@@ -54,9 +54,13 @@ def bench_rollout(
         EpisodeSpec(lambda: gym.make(env_id, max_turns=max_turns, **(env_kwargs or {})), seed=s, env_id=env_id)
         for s in range(episodes)
     ]
-    # Warm-up: open the env's shared resources (corpus, index) and the model's kernels outside the timings.
-    warm = RunnerConfig(concurrency=1, sampling=SamplingParams(0.0, max_new_tokens=2), max_turns=1, progress=False)
-    EpisodeRunner(generator, warm).run(specs[:1])
+    # Warm-up, outside the timings: open the env's shared resources (corpus, index) and the model's
+    # kernels, and touch the memory of a full batch's KV buffers once. Fresh memory costs a page
+    # fault per page on first use (about 0.4 s for 8 rows): the concurrent run, which comes first,
+    # would pay it and the sequential run would reuse the freed pages, so the warm-up plays a full
+    # batch to keep the two runs even.
+    warm = RunnerConfig(concurrency, sampling=SamplingParams(0.0, max_new_tokens=2), max_turns=1, progress=False)
+    EpisodeRunner(generator, warm).run(specs[:concurrency])
 
     runs = {}
     for label, at_once in (("concurrent", concurrency), ("sequential", 1)):
