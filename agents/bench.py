@@ -73,7 +73,6 @@ def bench_rollout(
         if failed:
             raise SparringError(f"{len(failed)} rollout episode(s) failed, e.g. {failed[0]}; fix the env, then rerun.")
         runs[label] = (runner.stats, wall, eps)
-        prompt_tokens = sum(ep.action_mask.count(False) for ep in eps)
 
     stats, wall, eps = runs["concurrent"]
     seq_stats, seq_wall, seq_eps = runs["sequential"]
@@ -96,7 +95,7 @@ def bench_rollout(
         "turns": sum(len(ep.turns) for ep in eps),
         "generated_tokens": stats.generated_tokens,
         "longest_episode_tokens": max(sum(ep.action_mask) for ep in eps),
-        "prompt_and_observation_tokens": prompt_tokens,
+        "prompt_and_observation_tokens": sum(ep.action_mask.count(False) for ep in eps),
         "tokens_per_s": round(stats.generated_tokens / wall, 2),
         "episodes_per_min": round(60 * len(eps) / wall, 2),
         "env_wait_fraction": round(stats.env_wait_seconds / wall, 4),
