@@ -32,7 +32,7 @@ def _ensure_model() -> None:
 
 def requirements() -> list[Any]:
     """Setup converts the default model for the demo and the tests."""
-    from sparring.cli import Requirement
+    from sparring.requirement import Requirement
 
     return [
         Requirement(

@@ -10,60 +10,35 @@ from __future__ import annotations
 import importlib
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from sparring import SparringError
+from sparring.requirement import GOALS, Requirement
 
 console = Console(stderr=True)
 
 #: Modules that contribute commands and requirements, in setup order.
 COMMAND_MODULES = [
-    "sparring.envs.swe.cli_sandbox",
+    "sparring.containers.cli",
     "sparring.envs.search.cli",
     "sparring.agents.cli",
-    "sparring.envs.swe.cli_repos",
-    "sparring.envs.swe.cli_bugs",
-    "sparring.training.cli",
+    "sparring.envs.swe.repos.cli",
+    "sparring.envs.swe.bugs.cli",
 ]
 
-#: What each quick-start goal needs set up.
-GOALS = ("demo", "test")
-
-
-@dataclass
-class Requirement:
-    """One thing setup provides and doctor checks.
-
-    Attributes:
-        name: Short label shown in tables ("docker engine", "base image", ...).
-        check: Returns (present, detail); must be fast and must not raise for a missing piece.
-        ensure: Builds or starts the piece (idempotent); raises SparringError with the fix if it can't.
-        fix: The command a user runs to provide the piece.
-        needed_for: Which goals need it ("demo", "test").
-        required: Whether doctor fails (non-zero exit) when it is missing.
-    """
-
-    name: str
-    check: Callable[[], tuple[bool, str]]
-    ensure: Callable[[], object]
-    fix: str
-    needed_for: frozenset[str] = field(default_factory=lambda: frozenset(GOALS))
-    required: bool = True
-
-
 def _modules() -> list:
+    """The command modules, imported; a missing one is a packaging error, never skipped silently."""
     mods = []
     for name in COMMAND_MODULES:
         try:
             mods.append(importlib.import_module(name))
         except ModuleNotFoundError as e:
-            if e.name != name:  # the module exists but one of its imports is missing
-                raise
+            if e.name == name:
+                raise ImportError(f"command module {name} listed in COMMAND_MODULES does not exist") from e
+            raise
     return mods
 
 

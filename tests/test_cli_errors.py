@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.envs.swe.sandbox_helpers import docker_ready
+from tests.containers.sandbox_helpers import docker_ready
 
 SPARRING = str(Path(sys.executable).with_name("sparring"))
 
@@ -42,3 +42,13 @@ def test_bench_sandbox_without_the_docker_cli_says_so() -> None:
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     assert "the `docker` command-line client, which is not on PATH" in done.stderr
+
+
+def test_a_missing_command_module_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sparring.cli as cli
+
+    monkeypatch.setattr(cli, "COMMAND_MODULES", [*cli.COMMAND_MODULES, "sparring.envs.swe.cli_typo"])
+    with pytest.raises(ImportError, match="sparring.envs.swe.cli_typo"):
+        cli._modules()
+    monkeypatch.undo()
+    assert len(cli._modules()) == len(cli.COMMAND_MODULES)  # every listed module exists

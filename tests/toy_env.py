@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparring.envs.core import TextEnv, tool
+from sparring.envs.core import TextEnv
+from sparring.envs.tools import tool
 
 
 class SumEnv(TextEnv):

@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from sparring import SparringError
-from sparring.envs.core import tool
 from sparring.envs.search.heldout import question_for
 from sparring.envs.search.rewards import SearchRewards, solver_reward
 from sparring.envs.search.scoring import max_over_answers
 from sparring.envs.search.search_env import SearchToolEnv
+from sparring.envs.tools import tool
 
 __all__ = ["SearchAnswerEnv"]
 

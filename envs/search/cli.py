@@ -37,7 +37,7 @@ def _build_default() -> None:
 
 def requirements() -> list[Any]:
     """Setup builds the default corpus (with its BM25 index) for the demo and the tests."""
-    from sparring.cli import Requirement
+    from sparring.requirement import Requirement
 
     return [
         Requirement(

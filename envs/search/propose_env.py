@@ -23,11 +23,11 @@ from collections.abc import Callable
 from typing import Any
 
 from sparring import SparringError
-from sparring.envs.core import tool
 from sparring.envs.search.filters import ProposalRules, check_proposal
 from sparring.envs.search.rewards import SearchRewards, proposer_reward
 from sparring.envs.search.search_env import SearchToolEnv
 from sparring.envs.search.validation import GroundingValidator, Proposal, Validator, validate_safely
+from sparring.envs.tools import tool
 
 __all__ = ["NoisePool", "SearchProposeEnv"]
 

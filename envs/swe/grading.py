@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sparring.envs.swe.artifact import BugArtifact, diff_files, split_diff
+from sparring.envs.swe.bugs.artifact import BugArtifact, diff_files, split_diff
 from sparring.envs.swe.runs import BUG_DIR, GIT, WEAKENED, _q, _tar, prepare_state, run_script
 
 __all__ = [
@@ -31,7 +31,6 @@ __all__ = [
     "grade_repair",
     "harness_tampering",
     "higher_order_artifact",
-    "higher_order_task",
     "setup_solver_repo",
     "snapshot",
 ]
@@ -287,28 +286,3 @@ def higher_order_artifact(pool: Any, artifact: BugArtifact, changes: SolverChang
         origin=f"order{artifact.order + 1}",
         meta={"parent": artifact.bug_id, "parent_origin": artifact.origin},
     )
-
-
-def higher_order_task(
-    pool: Any, task: dict[str, Any], changes: SolverChanges, config: Any = None
-) -> dict[str, Any] | None:
-    """Turn a failed repair of ``task`` into a new, validated repair task (or None if it is not a valid bug).
-
-    Args:
-        pool: A :class:`SandboxPool` of the task's image.
-        task: The repair task the solver failed (``info["task"]`` of the repair env).
-        changes: The solver's final changes (``SWERepairEnv.last_changes``).
-        config: :class:`ValidationConfig` for the new bug.
-    """
-    from sparring.envs.swe.repair_env import repair_task
-    from sparring.envs.swe.validation import validate_artifact
-
-    artifact = higher_order_artifact(pool, BugArtifact.from_dict(task["artifact"]), changes)
-    if artifact is None:
-        return None
-    result = validate_artifact(artifact, task["image"], pool, config)
-    if not result.valid:
-        return None
-    return repair_task(artifact, result.fail_to_pass, result.pass_to_pass, task["image"]) | {
-        "validation": result.to_dict()
-    }

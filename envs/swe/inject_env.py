@@ -20,12 +20,13 @@ import posixpath
 from typing import Any
 
 from sparring import SparringError
-from sparring.envs.core import TextEnv, tool
-from sparring.envs.swe.artifact import ARTIFACT_FILES, JUNIT_PATH, BugArtifact
-from sparring.envs.swe.pools import PoolSet
+from sparring.containers.pools import PoolSet
+from sparring.envs.core import TextEnv
+from sparring.envs.swe.bugs.artifact import ARTIFACT_FILES, JUNIT_PATH, BugArtifact
 from sparring.envs.swe.rewards import SWERewards, injector_reward
 from sparring.envs.swe.tools import SandboxTools
 from sparring.envs.swe.validation import ValidationConfig, ValidationResult, validate_artifact
+from sparring.envs.tools import tool
 
 __all__ = ["STRATEGIES", "SWEInjectEnv", "inject_task"]
 
@@ -115,7 +116,7 @@ class SWEInjectEnv(SandboxTools, TextEnv):
         """Its validation verdict."""
 
     def _draw_task(self) -> dict[str, Any]:
-        from sparring.envs.swe.bugstore import available_repos
+        from sparring.envs.swe.bugs.store import available_repos
 
         repos = available_repos(self.split, self._repos)
         if not repos:

@@ -7,7 +7,7 @@ solver works with ``bash``/``view``/``str_replace``/``create`` and ends with ``s
 happens in another fresh container (see :mod:`sparring.envs.swe.grading`). Reward: +1 solved,
 −1 otherwise (:class:`~sparring.envs.swe.rewards.SWERewards`).
 
-Tasks come from ``options={"task": ...}`` (a dict from :func:`repair_task`), from the ``tasks``
+Tasks come from ``options={"task": ...}`` (a dict from :func:`~sparring.envs.swe.tasks.repair_task`), from the ``tasks``
 given to the constructor, or from the bug store (``sparring bugs generate``).
 
 Example::
@@ -23,8 +23,9 @@ import copy
 from typing import Any
 
 from sparring import SparringError
-from sparring.envs.core import TextEnv, tool
-from sparring.envs.swe.artifact import BugArtifact, reverse_diff
+from sparring.containers.pools import PoolSet
+from sparring.envs.core import TextEnv
+from sparring.envs.swe.bugs.artifact import BugArtifact, reverse_diff
 from sparring.envs.swe.grading import (
     GradeResult,
     SolverChanges,
@@ -33,36 +34,12 @@ from sparring.envs.swe.grading import (
     setup_solver_repo,
     snapshot,
 )
-from sparring.envs.swe.pools import PoolSet
 from sparring.envs.swe.rewards import SWERewards, solver_reward
+from sparring.envs.swe.tasks import REPAIR_PROMPT
 from sparring.envs.swe.tools import SandboxTools
+from sparring.envs.tools import tool
 
-__all__ = ["REPAIR_PROMPT", "SWERepairEnv", "repair_task"]
-
-REPAIR_PROMPT = """You are working in a Python repository at /repo (you can run its tests with pytest).
-A bug has been introduced into its code, and the tests that reveal it have been weakened. The diff
-below shows how those tests should read; it is NOT applied, and you must not apply it or edit tests:
-your task is to fix the code so that tests like these pass.
-
-```diff
-{tests_diff}```
-
-Tools: bash, view, str_replace, create, submit. Fix the bug in the code, then call submit with a
-one-line summary of your fix, e.g. <submit>fixed the off-by-one in parse()</submit>."""
-
-
-def repair_task(artifact: BugArtifact, fail_to_pass: list[str], pass_to_pass: list[str], image: str) -> dict[str, Any]:
-    """A repair task (the env's ``options["task"]`` / ``info["task"]``) for a validated bug."""
-    return {
-        "id": artifact.bug_id,
-        "repo": artifact.repo,
-        "image": image,
-        "order": artifact.order,
-        "artifact": artifact.to_dict(),
-        "fail_to_pass": list(fail_to_pass),
-        "pass_to_pass": list(pass_to_pass),
-    }
-
+__all__ = ["SWERepairEnv"]
 
 class SWERepairEnv(SandboxTools, TextEnv):
     """The solver role of the SWE game; see the module docstring."""
@@ -106,7 +83,7 @@ class SWERepairEnv(SandboxTools, TextEnv):
 
     def _draw_task(self) -> dict[str, Any]:
         if self._tasks is None:
-            from sparring.envs.swe.bugstore import load_repair_tasks
+            from sparring.envs.swe.bugs.store import load_repair_tasks
 
             self._tasks = load_repair_tasks(split=self.split)
         if not self._tasks:

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparring.envs.swe.artifact import JUNIT_PATH, BugArtifact, split_diff
+from sparring.envs.swe.bugs.artifact import JUNIT_PATH, BugArtifact, split_diff
 from sparring.envs.swe.testing import parse_junit_xml
 
 __all__ = [

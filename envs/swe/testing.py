@@ -320,7 +320,7 @@ def run_tests(
     """Run pytest in SANDBOX and read the result.
 
     Args:
-        sandbox: A started sandbox (:class:`sparring.envs.swe.sandbox.Sandbox`).
+        sandbox: A started sandbox (:class:`sparring.containers.sandbox.Sandbox`).
         tests: A pytest command (``"pytest -o addopts= tests"``) or test files / node ids.
         expected: Test ids that must appear in the report; those absent are listed in ``missing``.
         timeout: Seconds before the whole run is killed (status ``timeout``).

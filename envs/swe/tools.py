@@ -1,7 +1,7 @@
 """The SWE agents' tools over a sandbox: ``bash``, ``view``, ``str_replace``, ``create``.
 
 :class:`SandboxTools` is a mixin of :class:`~sparring.envs.core.TextEnv` subclasses: its methods
-are :func:`~sparring.envs.core.tool` methods, so they become JSON-schema tools and plain typed
+are :func:`~sparring.envs.tools.tool` methods, so they become JSON-schema tools and plain typed
 methods at once. Each env adds its own ``submit``. Everything runs inside the episode's sandbox
 (``self._sandbox``) with the rights of the sandbox user: ``bash`` runs as that user, and the file
 tools read and write as that user too (``as_agent``), so a file ``bash`` may not touch (``/etc/shadow``,
@@ -15,11 +15,11 @@ import posixpath
 from shlex import quote
 from typing import TYPE_CHECKING
 
-from sparring.envs.core import tool
+from sparring.envs.tools import tool
 
 if TYPE_CHECKING:
-    from sparring.envs.swe.pools import PoolSet
-    from sparring.envs.swe.sandbox import Sandbox
+    from sparring.containers.pools import PoolSet
+    from sparring.containers.sandbox import Sandbox
 
 __all__ = ["REPO_DIR", "SandboxTools", "format_exec"]
 

@@ -21,10 +21,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sparring.envs.swe.artifact import BugArtifact, diff_files
+from sparring.envs.swe.bugs.artifact import BugArtifact, diff_files
 from sparring.envs.swe.grading import protected_paths
+from sparring.envs.swe.repos.sdists import TEST_FILE  # the catalog's own notion of a test file
 from sparring.envs.swe.runs import BUGGY, ORIGINAL, WEAKENED, RepoState, TestRun, run_state
-from sparring.envs.swe.sdists import TEST_FILE  # the catalog's own notion of a test file
 
 __all__ = ["CHECKS", "ValidationConfig", "ValidationResult", "code_files", "validate_artifact"]
 
@@ -140,7 +140,7 @@ def code_files(artifact: BugArtifact, paths: list[str]) -> list[str]:
     ``tests/*.py``), plus everything under the catalog's ``test_dir`` of ``artifact.repo`` when it is known.
     """
     from sparring import SparringError
-    from sparring.envs.swe.repos import get_repo
+    from sparring.envs.swe.repos.catalog import get_repo
 
     test_dir = ""
     if artifact.repo:
@@ -185,7 +185,7 @@ def validate_artifact(
     result = ValidationResult(valid=False, checks=checks)
     own_pool = pool is None
     if own_pool:
-        from sparring.envs.swe.sandbox import SandboxPool
+        from sparring.containers.sandbox import SandboxPool
 
         pool = SandboxPool(image, size=config.parallel)
     try:

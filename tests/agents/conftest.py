@@ -8,7 +8,8 @@ import pytest
 
 from sparring.agents.chat import ChatFormat, token_roles
 from sparring.agents.model import default_model_present
-from sparring.envs.core import Episode, tool
+from sparring.envs.core import Episode
+from sparring.envs.tools import tool
 from tests.conftest import require
 from tests.toy_env import SumEnv
 

@@ -9,7 +9,9 @@ import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from sparring.envs.core import Episode, ToolCall, ToolCallError, Turn, UnicodeText, parse_tool_call
+from sparring.envs.core import Episode, Turn
+from sparring.envs.spaces import UnicodeText
+from sparring.envs.tools import ToolCall, ToolCallError, parse_tool_call
 from tests.toy_env import SumEnv
 
 

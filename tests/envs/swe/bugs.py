@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from sparring.envs.swe.artifact import DEFAULT_TEST_SCRIPT, BugArtifact, file_diff
-from sparring.envs.swe.bugstore import weaken_tests
+from sparring.envs.swe.bugs.artifact import DEFAULT_TEST_SCRIPT, BugArtifact, file_diff
+from sparring.envs.swe.bugs.store import weaken_tests
 from tests.conftest import require
 
 REPO = "inflection"
@@ -26,8 +26,8 @@ WEAKENED_TESTS = [f"{TESTS}::test_ordinal", f"{TESTS}::test_ordinalize"]
 
 def repo_image(name: str = REPO) -> str:
     """The image of repository ``name``; skips (locally) or fails (CI) when it is not built."""
-    from sparring.envs.swe.images import image_status
-    from sparring.envs.swe.repos import get_repo
+    from sparring.envs.swe.repos.catalog import get_repo
+    from sparring.envs.swe.repos.images import image_status
 
     spec = get_repo(name)
     require(image_status(spec)[0] in ("built", "stale"), f"the image {spec.image}")
@@ -87,7 +87,7 @@ def violating(files: dict[str, str], check: str) -> BugArtifact:
 @pytest.fixture(scope="module")
 def pool() -> Any:
     """A sandbox pool of the inflection image."""
-    from sparring.envs.swe.sandbox import SandboxPool
+    from sparring.containers.sandbox import SandboxPool
 
     p = SandboxPool(repo_image(), size=2)
     yield p

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sparring.envs.swe.artifact import BugArtifact, diff_files, file_diff, reverse_diff, split_diff
+from sparring.envs.swe.bugs.artifact import BugArtifact, diff_files, file_diff, reverse_diff, split_diff
 from sparring.envs.swe.rewards import SWERewards, injector_reward, solve_rate, solver_reward
 
 

@@ -24,8 +24,8 @@ def test_bench_validate_uses_a_temporary_store(tmp_path: Path, monkeypatch: pyte
     scratch.mkdir()
     monkeypatch.setenv("SPARRING_HOME", str(home))
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where the temporary store goes
-    from sparring.envs.swe.bench_validate import bench_validate
-    from sparring.envs.swe.bugstore import load_bugs
+    from sparring.envs.swe.bench import bench_validate
+    from sparring.envs.swe.bugs.store import load_bugs
 
     before = _files(home / "bugs")
     figures = bench_validate(REPO, n=1, seed=3)

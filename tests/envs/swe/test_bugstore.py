@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from sparring.envs.swe.artifact import diff_files, reverse_diff
-from sparring.envs.swe.bugstore import weaken_tests
+from sparring.envs.swe.bugs.artifact import diff_files, reverse_diff
+from sparring.envs.swe.bugs.store import weaken_tests
 from sparring.envs.swe.runs import GIT
 from tests.envs.swe.bugs import pool  # noqa: F401
 
@@ -48,7 +48,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("home")
     mp = pytest.MonkeyPatch()
     mp.setenv("SPARRING_HOME", str(home))
-    from sparring.envs.swe.bugstore import generate_bugs
+    from sparring.envs.swe.bugs.store import generate_bugs
 
     report = generate_bugs("inflection", 2, seed=1)
     assert len(report.saved) == 2, report
@@ -62,7 +62,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.timeout(600)
 def test_store_feeds_the_repair_env(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPARRING_HOME", str(store))
-    from sparring.envs.swe.bugstore import load_bugs, load_repair_tasks
+    from sparring.envs.swe.bugs.store import load_bugs, load_repair_tasks
     from sparring.envs.swe.repair_env import SWERepairEnv
 
     bugs = load_bugs("inflection")
@@ -100,7 +100,7 @@ def _node_ids(test_ids: list[str]) -> str:
 def test_stored_bugs_are_solved_by_their_reverse(store: Path, monkeypatch: pytest.MonkeyPatch, pool: Any) -> None:  # noqa: F811
     """Generated bugs take the original code's results from the image's clean runs; grading proves them solvable."""
     monkeypatch.setenv("SPARRING_HOME", str(store))
-    from sparring.envs.swe.bugstore import load_bugs
+    from sparring.envs.swe.bugs.store import load_bugs
     from sparring.envs.swe.grading import SolverChanges, changes_between, grade_repair, setup_solver_repo, snapshot
 
     bugs = load_bugs("inflection")

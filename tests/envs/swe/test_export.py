@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sparring import SparringError
-from sparring.envs.swe.export import export_instances
+from sparring.envs.swe.bugs.export import export_instances
 
 
 @pytest.fixture()

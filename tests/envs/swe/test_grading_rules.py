@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparring.envs.swe.artifact import BugArtifact, file_diff
+from sparring.envs.swe.bugs.artifact import BugArtifact, file_diff
 from sparring.envs.swe.grading import SolverChanges, changes_between, harness_tampering
 
 ORIGINAL = "import atexit\n\n\ndef close():\n    pass\n\n\natexit.register(close)\n"

@@ -9,7 +9,7 @@ import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from sparring.envs.swe.artifact import DEFAULT_TEST_SCRIPT, diff_files
+from sparring.envs.swe.bugs.artifact import DEFAULT_TEST_SCRIPT, diff_files
 from sparring.envs.swe.inject_env import STRATEGIES, SWEInjectEnv
 from sparring.envs.swe.rewards import injector_reward
 from tests.envs.swe.bugs import REPO, files, good_artifact, pool, repo_image, violating  # noqa: F401

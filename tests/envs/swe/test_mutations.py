@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sparring.envs.swe.artifact import diff_files
-from sparring.envs.swe.mutations import OPERATORS, find_mutations, sample_mutations
+from sparring.envs.swe.bugs.artifact import diff_files
+from sparring.envs.swe.bugs.mutations import OPERATORS, find_mutations, sample_mutations
 
 REAL_FILES = {m.__name__ + ".py": Path(m.__file__).read_text() for m in (textwrap, shlex, fractions, colorsys)}
 

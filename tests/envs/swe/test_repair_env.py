@@ -10,8 +10,9 @@ import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from sparring.envs.swe.artifact import reverse_diff
-from sparring.envs.swe.repair_env import SWERepairEnv, repair_task
+from sparring.envs.swe.bugs.artifact import reverse_diff
+from sparring.envs.swe.repair_env import SWERepairEnv
+from sparring.envs.swe.tasks import repair_task
 from sparring.envs.swe.validation import validate_artifact
 from tests.envs.swe.bugs import BUGGY_LINE, ORIGINAL_LINE, SOURCE, TESTS, files, good_artifact, pool  # noqa: F401
 
@@ -169,7 +170,7 @@ def test_malformed_and_unknown_calls_are_observations(env: Any) -> None:
 
 
 def test_turn_limit_keeps_the_changes_for_higher_order_bugs(env: Any, pool: Any, task: dict[str, Any]) -> None:  # noqa: F811
-    from sparring.envs.swe.grading import higher_order_task
+    from sparring.envs.swe.tasks import higher_order_task
 
     env.reset(seed=0)
     # a failed repair: it changes the teen check again, wrongly (12 is now missing too)
@@ -239,7 +240,7 @@ def test_a_solver_that_forges_the_test_report_is_not_solved(env: Any) -> None:
 
 def test_the_forged_report_would_have_passed_without_the_tampering_check(env: Any, task: dict[str, Any]) -> None:
     """The forger is real: graded as plain runs grade it, the bug stays in and every expected test "passes"."""
-    from sparring.envs.swe.artifact import BugArtifact
+    from sparring.envs.swe.bugs.artifact import BugArtifact
     from sparring.envs.swe.grading import apply_changes, changes_between, snapshot
     from sparring.envs.swe.runs import run_script
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from sparring import SparringError
-from sparring.envs.swe.base_image import BASE_IMAGE, build_image
-from sparring.envs.swe.docker_engine import docker_client
-from sparring.envs.swe.images import SUITE_LIMIT_S, _clean_runs, _judge
-from sparring.envs.swe.repos import RepoSpec
-from tests.envs.swe.sandbox_helpers import docker_ready
+from sparring.containers.base_image import BASE_IMAGE, build_image
+from sparring.containers.docker_engine import docker_client
+from sparring.envs.swe.repos.catalog import RepoSpec
+from sparring.envs.swe.repos.images import SUITE_LIMIT_S, _clean_runs, _judge
+from tests.containers.sandbox_helpers import docker_ready
 
 pytestmark = pytest.mark.docker
 

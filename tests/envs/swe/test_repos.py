@@ -18,8 +18,8 @@ import git
 import pytest
 
 from sparring import SparringError
-from sparring.envs.swe.repos import RepoSpec, build_history, get_repo, load_catalog, save_user_repo
-from sparring.envs.swe.sdists import SdistRelease, inspect_sdist
+from sparring.envs.swe.repos.catalog import RepoSpec, build_history, get_repo, load_catalog, save_user_repo
+from sparring.envs.swe.repos.sdists import SdistRelease, inspect_sdist
 from tests.conftest import require
 
 #: Catalog projects whose images setup builds (see cli_repos.SETUP_REPOS) and the tests check.
@@ -186,7 +186,7 @@ def test_repos_add_refuses_a_project_without_tests(tmp_path: Path) -> None:
 
 
 def _manifest(name: str) -> Any:
-    from sparring.envs.swe.images import load_manifest
+    from sparring.envs.swe.repos.images import load_manifest
 
     spec = get_repo(name)
     manifest = load_manifest(spec)
@@ -197,7 +197,7 @@ def _manifest(name: str) -> Any:
 @pytest.mark.docker
 @pytest.mark.parametrize("name", BUILT_IN_CI)
 def test_image_repository_has_the_release_history(name: str) -> None:
-    from sparring.envs.swe.sandbox import Sandbox
+    from sparring.containers.sandbox import Sandbox
 
     spec, manifest = _manifest(name)
     with Sandbox.create(spec.image) as box:
@@ -220,7 +220,7 @@ def test_image_repository_has_the_release_history(name: str) -> None:
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("name", BUILT_IN_CI)
 def test_clean_suite_passes_with_recorded_exclusions(name: str) -> None:
-    from sparring.envs.swe.sandbox import Sandbox
+    from sparring.containers.sandbox import Sandbox
     from sparring.envs.swe.testing import run_tests
 
     spec, manifest = _manifest(name)
@@ -242,8 +242,8 @@ def test_clean_suite_passes_with_recorded_exclusions(name: str) -> None:
 def test_unchanged_inputs_are_not_rebuilt_and_changed_ones_are_stale() -> None:
     from dataclasses import replace
 
-    from sparring.envs.swe.docker_engine import docker_client
-    from sparring.envs.swe.images import ensure_repo_image, image_status
+    from sparring.containers.docker_engine import docker_client
+    from sparring.envs.swe.repos.images import ensure_repo_image, image_status
 
     spec, manifest = _manifest("parse")
     require(image_status(spec)[0] == "built", f"an up-to-date {spec.image}")

@@ -171,8 +171,8 @@ def test_pytest_command_forms() -> None:
 
 
 def _inflection() -> Any:
-    from sparring.envs.swe.images import load_manifest
-    from sparring.envs.swe.repos import get_repo
+    from sparring.envs.swe.repos.catalog import get_repo
+    from sparring.envs.swe.repos.images import load_manifest
 
     spec = get_repo("inflection")
     manifest = load_manifest(spec)
@@ -183,7 +183,7 @@ def _inflection() -> Any:
 @pytest.fixture
 def sandbox() -> Any:
     """A fresh sandbox of the inflection image."""
-    from sparring.envs.swe.sandbox import Sandbox
+    from sparring.containers.sandbox import Sandbox
 
     spec, _ = _inflection()
     box = Sandbox.create(spec.image)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sparring.envs.swe.artifact import BugArtifact, file_diff
+from sparring.envs.swe.bugs.artifact import BugArtifact, file_diff
 from sparring.envs.swe.validation import CHECKS, ValidationConfig, validate_artifact
 from tests.envs.swe.bugs import ORIGINAL_LINE, SOURCE, TESTS, files, good_artifact, pool, violating  # noqa: F401
 

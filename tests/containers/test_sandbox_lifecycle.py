@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from sparring.envs.swe.base_image import BASE_IMAGE
-from sparring.envs.swe.sandbox import SandboxPool
-from tests.envs.swe.sandbox_helpers import docker_ready, labelled
+from sparring.containers.base_image import BASE_IMAGE
+from sparring.containers.sandbox import SandboxPool
+from tests.containers.sandbox_helpers import docker_ready, labelled
 
 pytestmark = pytest.mark.docker
 
@@ -23,8 +23,8 @@ SPARRING = str(Path(sys.executable).with_name("sparring"))
 
 HOLDER = """
 import json, sys, time
-from sparring.envs.swe.sandbox import SandboxPool
-from sparring.envs.swe.sandbox_cleanup import reaper
+from sparring.containers.sandbox import SandboxPool
+from sparring.containers.cleanup import reaper
 pool = SandboxPool(sys.argv[1], size=2, labels={"sparring.test": sys.argv[2]})
 held = pool.acquire()
 pool.wait_ready()
@@ -141,7 +141,7 @@ def test_commands_needing_the_engine_say_how_to_start_it():
 
 def test_setup_does_not_try_to_start_an_engine_that_docker_host_points_elsewhere(monkeypatch):
     from sparring import SparringError
-    from sparring.envs.swe.docker_engine import ensure_engine
+    from sparring.containers.docker_engine import ensure_engine
 
     monkeypatch.setenv("DOCKER_HOST", DEAD_ENGINE["DOCKER_HOST"])
     with pytest.raises(SparringError, match="the Docker engine at DOCKER_HOST is not reachable: no Docker socket at"):

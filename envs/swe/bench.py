@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from sparring import SparringError, bench_machine
-from sparring.envs.swe.artifact import BugArtifact
-from sparring.envs.swe.bugstore import available_repos, generate_bugs
-from sparring.envs.swe.pools import PoolSet
+from sparring.containers.pools import PoolSet
+from sparring.envs.swe.bugs.artifact import BugArtifact
+from sparring.envs.swe.bugs.store import available_repos, generate_bugs
 from sparring.envs.swe.runs import ORIGINAL, run_state
 from sparring.envs.swe.validation import validate_artifact
 

@@ -2,7 +2,7 @@
 
 A store is a folder per repository under ``sparring_home()/bugs/<repo>/``; each bug is a folder
 with the five artifact files, ``artifact.json`` and ``validation.json``. :func:`generate_bugs`
-fills it with procedural bugs: an AST mutation of the code (:mod:`~sparring.envs.swe.mutations`)
+fills it with procedural bugs: an AST mutation of the code (:mod:`~sparring.envs.swe.bugs.mutations`)
 gives ``bug_inject.diff``; running the whole suite on the mutant finds the tests that now fail,
 whose files become ``test_files.txt``; replacing those tests' bodies with ``pass`` gives
 ``test_weaken.diff``; and the artifact goes through the same seven checks as an injector's.
@@ -23,12 +23,12 @@ from typing import Any
 import numpy as np
 
 from sparring import SparringError, sparring_home
-from sparring.envs.swe.artifact import DEFAULT_TEST_SCRIPT, BugArtifact, file_diff
+from sparring.containers.pools import PoolSet
+from sparring.envs.swe.bugs.artifact import DEFAULT_TEST_SCRIPT, BugArtifact, file_diff
+from sparring.envs.swe.bugs.mutations import Mutation, sample_mutations
 from sparring.envs.swe.grading import snapshot
-from sparring.envs.swe.mutations import Mutation, sample_mutations
-from sparring.envs.swe.pools import PoolSet
-from sparring.envs.swe.repair_env import repair_task
 from sparring.envs.swe.runs import GIT, TestRun, _tar
+from sparring.envs.swe.tasks import repair_task
 from sparring.envs.swe.validation import ValidationConfig, ValidationResult, validate_artifact
 
 __all__ = [
@@ -81,21 +81,21 @@ def load_bugs(repo: str) -> list[tuple[BugArtifact, ValidationResult, str]]:
 
 def available_repos(split: str = "train", names: list[str] | None = None) -> list[Any]:
     """Catalog specs (of ``names``, or of ``split``) whose repository image is built."""
-    from sparring.envs.swe.repos import get_repo, load_catalog
+    from sparring.envs.swe.repos.catalog import get_repo, load_catalog
 
     specs = [get_repo(n) for n in names] if names else list(load_catalog(split).values())
     return [s for s in specs if _image_built(s)]
 
 
 def _image_built(spec: Any) -> bool:
-    from sparring.envs.swe.images import image_status
+    from sparring.envs.swe.repos.images import image_status
 
     return image_status(spec)[0] in ("built", "stale")
 
 
 def load_repair_tasks(split: str = "train", repos: list[str] | None = None) -> list[dict[str, Any]]:
     """Repair tasks for every stored bug of the split's repositories (or of ``repos``)."""
-    from sparring.envs.swe.repos import load_catalog
+    from sparring.envs.swe.repos.catalog import load_catalog
 
     names = repos or sorted(load_catalog(split))
     return [repair_task(a, v.fail_to_pass, v.pass_to_pass, image) for name in names for a, v, image in load_bugs(name)]
@@ -245,7 +245,7 @@ def build_procedural_artifact(
 
 def _reliable_passing(pools: PoolSet, spec: Any, timeout: float, report: GenerationReport) -> set[str]:
     """Tests that pass on the original code: the image manifest's (two clean runs), else one run now."""
-    from sparring.envs.swe.images import load_manifest
+    from sparring.envs.swe.repos.images import load_manifest
     from sparring.envs.swe.testing import run_tests
 
     manifest = load_manifest(spec)
@@ -284,7 +284,7 @@ def generate_bugs(
         progress: Called with a line per tried mutation.
         store: Root of the stores to add to (default: the user's, ``sparring_home()/bugs``).
     """
-    from sparring.envs.swe.repos import get_repo
+    from sparring.envs.swe.repos.catalog import get_repo
 
     spec = get_repo(repo)
     if not _image_built(spec):

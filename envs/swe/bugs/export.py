@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from sparring import SparringError
-from sparring.envs.swe.artifact import BugArtifact, reverse_diff
-from sparring.envs.swe.repair_env import REPAIR_PROMPT
+from sparring.envs.swe.bugs.artifact import BugArtifact, reverse_diff
+from sparring.envs.swe.tasks import REPAIR_PROMPT
 from sparring.envs.swe.validation import ValidationResult
 
 __all__ = ["INSTANCE_FIELDS", "export_instances", "swe_instance"]
@@ -81,8 +81,8 @@ def export_instances(out: Path, repos: list[str] | None = None, split: str = "al
     Raises:
         SparringError: A named repository has no bug store, or ``hf`` is asked for without ``datasets``.
     """
-    from sparring.envs.swe.bugstore import load_bugs, stored_repos
-    from sparring.envs.swe.repos import load_catalog
+    from sparring.envs.swe.bugs.store import load_bugs, stored_repos
+    from sparring.envs.swe.repos.catalog import load_catalog
 
     if hf and importlib.util.find_spec("datasets") is None:
         raise SparringError(

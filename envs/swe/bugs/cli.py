@@ -18,16 +18,16 @@ DEMO_BUGS = 3
 
 def requirements() -> list:
     """A small validated bug store for the demo and the tests."""
-    from sparring.cli import Requirement
+    from sparring.requirement import Requirement
 
     def check() -> tuple[bool, str]:
-        from sparring.envs.swe.bugstore import load_bugs
+        from sparring.envs.swe.bugs.store import load_bugs
 
         count = len(load_bugs(DEMO_REPO))
         return count >= DEMO_BUGS, f"{count} validated bug(s) of {DEMO_REPO}"
 
     def ensure() -> None:
-        from sparring.envs.swe.bugstore import generate_bugs
+        from sparring.envs.swe.bugs.store import generate_bugs
 
         generate_bugs(DEMO_REPO, DEMO_BUGS)
 
@@ -54,7 +54,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     ) -> None:
         """Add validated procedural bugs (AST mutations) to REPO's bug store."""
         from sparring import SparringError
-        from sparring.envs.swe.bugstore import bug_store_dir, generate_bugs
+        from sparring.envs.swe.bugs.store import bug_store_dir, generate_bugs
 
         if n < 1:
             raise SparringError("--n must be at least 1.")
@@ -67,7 +67,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     @groups["bugs"].command("list")
     def bugs_list() -> None:
         """Count the validated bugs per repository."""
-        from sparring.envs.swe.bugstore import load_bugs, stored_repos
+        from sparring.envs.swe.bugs.store import load_bugs, stored_repos
 
         for name in stored_repos():
             print(f"{name}: {len(load_bugs(name))}")
@@ -82,7 +82,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         ),
     ) -> None:
         """Write validated bugs as SWE-bench-style instances: JSONL and a Hugging Face dataset."""
-        from sparring.envs.swe.export import export_instances
+        from sparring.envs.swe.bugs.export import export_instances
 
         names = [r.strip() for r in repo.split(",") if r.strip()] or None
         print(json.dumps(export_instances(Path(out), names, split, hf=dataset)))
@@ -97,7 +97,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         ),
     ) -> None:
         """Seconds to validate a procedural bug, its ratio to one test run, validated bugs per minute."""
-        from sparring.envs.swe.bench_validate import bench_validate
+        from sparring.envs.swe.bench import bench_validate
 
         figures = bench_validate(repo or None, n, keep_bugs=keep_bugs)
         if as_json:

@@ -3,7 +3,7 @@
 :func:`ensure_repo_image` builds ``sparring-repo/<name>:<version>`` unless an image built from the
 same inputs exists. The steps:
 
-1. the release sdists (cached) and the git history (:mod:`sparring.envs.swe.repos`);
+1. the release sdists (cached) and the git history (:mod:`sparring.envs.swe.repos.catalog`);
 2. a wheelhouse of the project's dependencies, downloaded on the host for the image's Python
    (``pip download --only-binary=:all:``); the image installs it with ``pip install --no-index``;
 3. ``docker build`` of ``containers/repo.Dockerfile`` on the base image, with no network;
@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from sparring import SparringError, sparring_home
-from sparring.envs.swe.repos import RepoHistory, RepoSpec, build_history
-from sparring.envs.swe.sdists import fetch_releases
+from sparring.containers.images import build_image, image_id, image_labels, remove_image_tag
+from sparring.envs.swe.repos.catalog import RepoHistory, RepoSpec, build_history
+from sparring.envs.swe.repos.sdists import fetch_releases
 from sparring.envs.swe.testing import TestRun, run_tests
 
 __all__ = [
@@ -141,21 +142,12 @@ def _manifest_path(spec: RepoSpec) -> Path:
     return _repo_dir(spec) / "manifest.json"
 
 
-def _labels(image: Any) -> dict[str, str]:
-    return dict(image.labels or {})
-
-
 def load_manifest(spec: RepoSpec) -> RepoManifest | None:
     """The manifest of SPEC's image as the image's label holds it (None if there is no image)."""
-    import docker
-
-    from sparring.envs.swe.docker_engine import docker_client
-
-    try:
-        image = docker_client().images.get(spec.image)
-    except docker.errors.ImageNotFound:
+    labels = image_labels(spec.image)
+    if labels is None:
         return None
-    text = _labels(image).get(MANIFEST_LABEL)
+    text = labels.get(MANIFEST_LABEL)
     return RepoManifest.from_json(text) if text else None
 
 
@@ -168,11 +160,7 @@ def image_status(spec: RepoSpec) -> tuple[str, RepoManifest | None]:
     """
     manifest = load_manifest(spec)
     if manifest is None:
-        from sparring.envs.swe.docker_engine import docker_client
-
-        try:
-            docker_client().images.get(spec.image)
-        except Exception:
+        if image_labels(spec.image) is None:
             return "missing", None
         return "unfinished", None
     if manifest.inputs.split(":")[0] != _static_inputs(spec):
@@ -184,19 +172,17 @@ def image_status(spec: RepoSpec) -> tuple[str, RepoManifest | None]:
 
 
 def _recipe() -> str:
-    from sparring.envs.swe.base_image import containers_dir
+    from sparring.containers.base_image import containers_dir
 
     return (containers_dir() / "repo.Dockerfile").read_text()
 
 
 def _base_image_id() -> str:
-    from sparring.envs.swe.base_image import BASE_IMAGE, base_image_status
-    from sparring.envs.swe.docker_engine import docker_client
-
+    from sparring.containers.base_image import BASE_IMAGE, base_image_status
     ok, detail = base_image_status()
     if not ok:
         raise SparringError(f"the base image is not ready ({detail}); run `sparring build base` first.")
-    return str(docker_client().images.get(BASE_IMAGE).id)
+    return image_id(BASE_IMAGE)
 
 
 def _static_inputs(spec: RepoSpec) -> str:
@@ -226,7 +212,7 @@ def repo_wheelhouse(spec: RepoSpec, folder: Path) -> Path:
     Raises:
         SparringError: A dependency cannot be had as a wheel.
     """
-    from sparring.envs.swe.base_image import IMAGE_PYTHON
+    from sparring.containers.base_image import IMAGE_PYTHON
 
     requirements = "".join(f"{d}\n" for d in spec.deps)
     stamp = folder / "requirements.txt"
@@ -260,15 +246,13 @@ def repo_wheelhouse(spec: RepoSpec, folder: Path) -> Path:
 
 
 def _build(spec: RepoSpec, context: Path, tag: str, labels: dict[str, str]) -> None:
-    from sparring.envs.swe.base_image import BASE_IMAGE, build_image
+    from sparring.containers.base_image import BASE_IMAGE
 
     build_image(context, tag, labels, buildargs={"BASE_IMAGE": BASE_IMAGE, "SOURCE_DIR": spec.source_dir})
 
 
 def _finish(spec: RepoSpec, built: str, manifest: RepoManifest) -> None:
     """Give the verified image its final labels (a label-only layer on top of the built one)."""
-    from sparring.envs.swe.base_image import build_image
-
     context = _repo_dir(spec) / "finish"
     shutil.rmtree(context, ignore_errors=True)
     context.mkdir()
@@ -293,7 +277,7 @@ def _clean_runs(spec: RepoSpec, image: str, limit_s: float, timeout: float) -> l
     A first run slower than twice LIMIT_S (a timed-out one included) puts the mean of the two runs
     over the limit whatever the second does, so the second is not run: the verdict is already known.
     """
-    from sparring.envs.swe.sandbox import SandboxPool
+    from sparring.containers.sandbox import SandboxPool
 
     runs: list[TestRun] = []
     pool = SandboxPool(image, size=1)
@@ -418,7 +402,7 @@ def ensure_repo_image(
         )
         passed, skipped, excluded = _judge(spec, runs, limit_s)
     except SparringError:
-        _remove_tag(building)  # an image that failed verification is not left behind
+        remove_image_tag(building)  # an image that failed verification is not left behind
         raise
     seconds["total"] = round(time.perf_counter() - t_total, 2)
     manifest = RepoManifest(
@@ -439,22 +423,12 @@ def ensure_repo_image(
         built_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
     timed("finish", "labelling the image", lambda: _finish(spec, building, manifest))
-    _remove_tag(building)
+    remove_image_tag(building)
     _manifest_path(spec).write_text(manifest.to_json())
     return manifest
 
 
 def _recipe_path() -> Path:
-    from sparring.envs.swe.base_image import containers_dir
+    from sparring.containers.base_image import containers_dir
 
     return containers_dir() / "repo.Dockerfile"
-
-
-def _remove_tag(tag: str) -> None:
-    """Drop the temporary tag; its layers stay where the final image is built on them."""
-    from sparring.envs.swe.docker_engine import docker_client
-
-    try:
-        docker_client().images.remove(tag)
-    except Exception:  # already gone: nothing to tidy
-        pass

@@ -26,7 +26,7 @@ class PoolSet:
         """The pool of ``image``, made on first use."""
         with self._lock:
             if image not in self._pools:
-                from sparring.envs.swe.sandbox import SandboxPool
+                from sparring.containers.sandbox import SandboxPool
 
                 kwargs = {"limits": self.limits} if self.limits is not None else {}
                 self._pools[image] = SandboxPool(image, size=self.size, **kwargs)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparring.envs.swe.sandbox import DEFAULT_USER
+from sparring.containers.sandbox import DEFAULT_USER
 from sparring.envs.swe.tools import SandboxTools
 
 pytestmark = pytest.mark.docker

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sparring.envs.swe.base_image import base_image_status
-from sparring.envs.swe.docker_engine import engine_status
+from sparring.containers.base_image import base_image_status
+from sparring.containers.docker_engine import engine_status
 from tests.conftest import require
 
 
@@ -17,7 +17,7 @@ def docker_ready() -> None:
 
 def labelled(test_tag: str | None = None) -> list[dict]:
     """Containers labelled by the sandbox (optionally only those of one test's tag)."""
-    from sparring.envs.swe.docker_engine import docker_client
+    from sparring.containers.docker_engine import docker_client
 
     label = f"sparring.test={test_tag}" if test_tag else "sparring=1"
     return docker_client().api.containers(all=True, filters={"label": label})

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from sparring import SparringError
-from sparring.envs.swe.base_image import BASE_IMAGE, apt_mirror, apt_sources, base_image_status, ensure_base_image
-from tests.envs.swe.sandbox_helpers import docker_ready
+from sparring.containers.base_image import BASE_IMAGE, apt_mirror, apt_sources, base_image_status, ensure_base_image
+from tests.containers.sandbox_helpers import docker_ready
 
 DEB822 = """\
 Types: deb
@@ -81,7 +81,7 @@ def test_no_mirror_is_one_clear_error_and_the_variable_overrides(tmp_path, monke
 @pytest.mark.docker
 def test_base_image_holds_python_git_pytest_and_the_user():
     docker_ready()
-    from sparring.envs.swe.sandbox import Sandbox
+    from sparring.containers.sandbox import Sandbox
 
     with Sandbox.create(BASE_IMAGE) as box:
         r = box.exec(
@@ -107,7 +107,7 @@ def test_base_image_holds_python_git_pytest_and_the_user():
 @pytest.mark.docker
 def test_ensure_is_idempotent():
     docker_ready()
-    from sparring.envs.swe.docker_engine import docker_client, ensure_engine
+    from sparring.containers.docker_engine import docker_client, ensure_engine
 
     before = docker_client().images.get(BASE_IMAGE).id
     ensure_engine()

@@ -14,13 +14,13 @@ import typer
 from sparring import SparringError
 
 if TYPE_CHECKING:
-    from sparring.cli import Requirement
+    from sparring.requirement import Requirement
 
 
 def requirements() -> list[Requirement]:
     """The Docker engine, then the base image (setup order)."""
-    from sparring.cli import Requirement
-    from sparring.envs.swe import base_image, docker_engine
+    from sparring.containers import base_image, docker_engine
+    from sparring.requirement import Requirement
 
     def base_check() -> tuple[bool, str]:
         if not docker_engine.engine_status()[0]:
@@ -51,8 +51,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         force: bool = typer.Option(False, "--force", help="Rebuild even if the image is up to date."),
     ) -> None:
         """Build the base image sparring-base:bookworm (pull where a registry answers, else debootstrap)."""
-        from sparring.envs.swe.base_image import base_image_status, ensure_base_image
-        from sparring.envs.swe.docker_engine import ensure_engine
+        from sparring.containers.base_image import base_image_status, ensure_base_image
+        from sparring.containers.docker_engine import ensure_engine
 
         ensure_engine()
         ensure_base_image(force=force)
@@ -65,7 +65,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         ),
     ) -> None:
         """Remove the containers and networks Sparring labelled whose owning process is gone."""
-        from sparring.envs.swe.sandbox import collect_garbage
+        from sparring.containers.sandbox import collect_garbage
 
         removed = collect_garbage(all_owners=all_owners)
         print(f"removed {removed.containers} container(s) and {removed.networks} network(s)")
@@ -76,7 +76,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         rounds: int = typer.Option(50, help="Samples per figure."),
     ) -> None:
         """Exec overhead vs docker-py and the docker CLI, reset vs cold start, containers/s."""
-        from sparring.envs.swe.sandbox_bench import run_sandbox_bench
+        from sparring.containers.bench import run_sandbox_bench
 
         if rounds < 5:
             raise SparringError("--rounds must be at least 5 for a meaningful median.")

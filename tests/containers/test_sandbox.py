@@ -9,10 +9,10 @@ import uuid
 
 import pytest
 
-from sparring.envs.swe.base_image import BASE_IMAGE
-from sparring.envs.swe.sandbox import DEFAULT_USER, Sandbox, SandboxLimits, SandboxPool
-from sparring.envs.swe.sandbox_cleanup import reaper
-from tests.envs.swe.sandbox_helpers import docker_ready, labelled
+from sparring.containers.base_image import BASE_IMAGE
+from sparring.containers.cleanup import reaper
+from sparring.containers.sandbox import DEFAULT_USER, Sandbox, SandboxLimits, SandboxPool
+from tests.containers.sandbox_helpers import docker_ready, labelled
 
 pytestmark = pytest.mark.docker
 
@@ -46,7 +46,7 @@ def test_container_is_locked_down(box):
 
 
 def box_inspect(box: Sandbox) -> dict:
-    from sparring.envs.swe.docker_engine import docker_client
+    from sparring.containers.docker_engine import docker_client
 
     return docker_client().api.inspect_container(box.id)
 
@@ -213,7 +213,7 @@ def test_close_from_another_thread_ends_a_running_command(pool):
 
 def test_pool_skips_a_ready_container_removed_behind_its_back():
     docker_ready()
-    from sparring.envs.swe.docker_engine import docker_client
+    from sparring.containers.docker_engine import docker_client
 
     with SandboxPool(BASE_IMAGE, size=1) as pool:
         assert pool.wait_ready()

@@ -35,9 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparring import SparringError
-from sparring.envs.swe.docker_engine import docker_client, shared_client
-from sparring.envs.swe.sandbox_channel import REPLY_GRACE_S, AttachChannel, decode_stream, raise_remote, server_command
-from sparring.envs.swe.sandbox_cleanup import (
+from sparring.containers.channel import REPLY_GRACE_S, AttachChannel, decode_stream, raise_remote, server_command
+from sparring.containers.cleanup import (
     LABEL,
     OWNER_LABEL,
     GarbageReport,
@@ -46,6 +45,7 @@ from sparring.envs.swe.sandbox_cleanup import (
     owner_id,
     reaper,
 )
+from sparring.containers.docker_engine import docker_client, shared_client
 
 __all__ = [
     "DEFAULT_USER",

@@ -88,7 +88,7 @@ class AttachChannel:
 
 def server_command() -> list[str]:
     """The container command: the system python running the command server's source (no copy in the image)."""
-    from sparring.envs.swe.base_image import containers_dir
+    from sparring.containers.base_image import containers_dir
 
     global _SERVER_SOURCE
     if _SERVER_SOURCE is None:

@@ -1,7 +1,4 @@
-"""Fixtures shared by the sandbox tests: a pool of base-image sandboxes and a fresh sandbox of it.
-
-Test modules that define their own ``pool`` (a repository image's, from ``bugs.py``) override it.
-"""
+"""Fixtures shared by the sandbox tests: a pool of base-image sandboxes and a fresh sandbox of it."""
 
 from __future__ import annotations
 
@@ -10,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from sparring.envs.swe.base_image import BASE_IMAGE
-from tests.envs.swe.sandbox_helpers import docker_ready
+from sparring.containers.base_image import BASE_IMAGE
+from tests.containers.sandbox_helpers import docker_ready
 
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[Any]:
     """Two base-image sandboxes kept started, with a 30 s command timeout."""
-    from sparring.envs.swe.sandbox import SandboxLimits, SandboxPool
+    from sparring.containers.sandbox import SandboxLimits, SandboxPool
 
     docker_ready()
     with SandboxPool(BASE_IMAGE, size=2, limits=SandboxLimits(exec_timeout=30)) as p:

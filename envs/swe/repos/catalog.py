@@ -1,7 +1,7 @@
 """The repository catalog and the real git histories built from PyPI releases.
 
 A catalog entry (:class:`RepoSpec`) names a pure-Python project and at least three consecutive
-releases. :func:`sparring.envs.swe.sdists.fetch_releases` downloads their source distributions
+releases. :func:`sparring.envs.swe.repos.sdists.fetch_releases` downloads their source distributions
 once (``pip download --no-binary :all: --no-deps``) and looks up each release's date;
 :func:`build_history` commits the releases in order into one git repository (one
 commit per release, dated with the release, tagged ``v<version>``), so the working tree ends at
@@ -30,7 +30,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from sparring import SparringError, sparring_home
-from sparring.envs.swe.sdists import (
+from sparring.envs.swe.repos.sdists import (
     GENERATED,
     SdistRelease,
     canonical_name,

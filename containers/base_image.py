@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparring import SparringError, sparring_home
-from sparring.envs.swe.docker_engine import apt_install, docker_client, dockerd_log
+from sparring.containers.docker_engine import apt_install, docker_client
+from sparring.containers.images import build_image, engine_errors
 
 BASE_IMAGE = "sparring-base:bookworm"
 ROOTFS_IMAGE = "sparring-rootfs:bookworm"
@@ -143,60 +144,6 @@ def base_wheelhouse() -> Path:
     return folder
 
 
-def build_image(
-    context: Path, tag: str, labels: dict[str, str], buildargs: dict[str, str] | None = None, network: bool = False
-) -> None:
-    """``docker build`` a context folder (its ``Dockerfile``) into ``tag``.
-
-    Args:
-        context: Folder with a ``Dockerfile`` and everything it copies.
-        tag: Name of the image.
-        labels: Labels of the image (not ``sparring=1``: containers inherit image labels, and that
-            label marks containers for ``sparring gc``).
-        buildargs: ``ARG`` values.
-        network: Whether ``RUN`` steps may use the network (only the pulled-rootfs path needs it).
-
-    Raises:
-        SparringError: The build failed (the message has the last build output line) or the engine
-            refused it (the message says what to check).
-    """
-    api = docker_client(timeout=1800).api
-    log: list[str] = []
-    with _engine_errors(f"docker build of {tag}"):
-        stream = api.build(
-            path=str(context),
-            tag=tag,
-            rm=True,
-            forcerm=True,
-            labels=labels,
-            buildargs=buildargs or {},
-            network_mode=None if network else "none",
-            decode=True,
-        )
-        for chunk in stream:
-            if "error" in chunk:
-                after = " | ".join(log[-3:])
-                raise SparringError(f"docker build of {tag} failed: {chunk['error'].strip()} (after: {after})")
-            if chunk.get("stream", "").strip():
-                log.append(chunk["stream"].strip())
-
-
-@contextlib.contextmanager
-def _engine_errors(what: str) -> Iterator[None]:
-    """Turn the engine refusing a build or import (disk full, bad request, engine gone) into one sentence."""
-    import docker
-    import requests
-
-    try:
-        yield
-    except (docker.errors.DockerException, requests.exceptions.RequestException) as e:
-        why = (getattr(e, "explanation", None) or str(e) or type(e).__name__).strip().splitlines()[0][:300]
-        raise SparringError(
-            f"{what} failed because the Docker engine answered: {why}; check `sparring doctor`, the engine's free "
-            f"disk space (`docker system df`) and its log ({dockerd_log()} when setup started it), then retry."
-        ) from None
-
-
 def _rootfs_by_pull() -> bool:
     """Build the root filesystem from a pulled Debian image; False where no registry answers."""
     client = docker_client()
@@ -237,7 +184,7 @@ def _rootfs_by_debootstrap() -> None:
                 path.unlink()
     tar = subprocess.Popen(["tar", "--numeric-owner", "-C", str(target), "-c", "."], stdout=subprocess.PIPE)
     try:
-        with _engine_errors(f"docker import of {ROOTFS_IMAGE}"):
+        with engine_errors(f"docker import of {ROOTFS_IMAGE}"):
             docker_client(timeout=1800).api.import_image_from_stream(
                 tar.stdout,
                 repository=ROOTFS_IMAGE.split(":")[0],

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparring import SparringError
-from sparring.envs.swe.docker_engine import docker_client, shared_client
+from sparring.containers.docker_engine import docker_client, shared_client
 
 #: Label on everything the project creates at run time (images excepted).
 LABEL = "sparring"

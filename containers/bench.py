@@ -22,10 +22,10 @@ import time
 from collections.abc import Callable
 
 from sparring import bench_machine
-from sparring.envs.swe.base_image import BASE_IMAGE, base_image_status
-from sparring.envs.swe.docker_engine import docker_client
-from sparring.envs.swe.sandbox import Sandbox, SandboxPool
-from sparring.envs.swe.sandbox_cleanup import reaper
+from sparring.containers.base_image import BASE_IMAGE, base_image_status
+from sparring.containers.cleanup import reaper
+from sparring.containers.docker_engine import docker_client
+from sparring.containers.sandbox import Sandbox, SandboxPool
 
 #: Pause between two timed commands: an agent always spends longer than this generating the next one.
 THINK_S = 0.02

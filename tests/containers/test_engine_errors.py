@@ -16,10 +16,10 @@ import docker
 import pytest
 
 from sparring import SparringError
-from sparring.envs.swe.base_image import BASE_IMAGE, build_image
-from sparring.envs.swe.docker_engine import docker_client
-from sparring.envs.swe.sandbox_cleanup import OWNER_LABEL, collect_garbage
-from tests.envs.swe.sandbox_helpers import docker_ready
+from sparring.containers.base_image import BASE_IMAGE, build_image
+from sparring.containers.cleanup import OWNER_LABEL, collect_garbage
+from sparring.containers.docker_engine import docker_client
+from tests.containers.sandbox_helpers import docker_ready
 
 pytestmark = pytest.mark.docker
 

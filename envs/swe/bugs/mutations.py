@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sparring.envs.swe.artifact import file_diff
+from sparring.envs.swe.bugs.artifact import file_diff
 
 __all__ = ["OPERATORS", "Mutation", "find_mutations", "sample_mutations"]
 

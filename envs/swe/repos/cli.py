@@ -17,8 +17,8 @@ import typer
 from sparring import SparringError
 
 if TYPE_CHECKING:
-    from sparring.envs.swe.images import RepoManifest
-    from sparring.envs.swe.repos import RepoSpec
+    from sparring.envs.swe.repos.catalog import RepoSpec
+    from sparring.envs.swe.repos.images import RepoManifest
 
 #: Images setup builds: small, dependency-free suites (together about a minute to build).
 SETUP_REPOS = ("inflection", "parse", "isodate")
@@ -26,7 +26,7 @@ SETUP_REPOS = ("inflection", "parse", "isodate")
 
 def requirements() -> list:
     """One requirement per image in :data:`SETUP_REPOS` (after the base image)."""
-    from sparring.cli import Requirement
+    from sparring.requirement import Requirement
 
     return [
         Requirement(
@@ -40,9 +40,9 @@ def requirements() -> list:
 
 
 def _image_check(name: str) -> tuple[bool, str]:
-    from sparring.envs.swe.docker_engine import engine_status
-    from sparring.envs.swe.images import image_status
-    from sparring.envs.swe.repos import get_repo
+    from sparring.containers.docker_engine import engine_status
+    from sparring.envs.swe.repos.catalog import get_repo
+    from sparring.envs.swe.repos.images import image_status
 
     if not engine_status()[0]:
         return False, "needs the Docker engine"
@@ -57,14 +57,14 @@ def _image_check(name: str) -> tuple[bool, str]:
 
 
 def _build_one(name: str) -> None:
-    from sparring.envs.swe.images import ensure_repo_image
-    from sparring.envs.swe.repos import get_repo
+    from sparring.envs.swe.repos.catalog import get_repo
+    from sparring.envs.swe.repos.images import ensure_repo_image
 
     ensure_repo_image(get_repo(name))
 
 
 def _select(names: list[str], split: str) -> list[RepoSpec]:
-    from sparring.envs.swe.repos import get_repo, load_catalog
+    from sparring.envs.swe.repos.catalog import get_repo, load_catalog
 
     if names:
         return [get_repo(n) for n in names]
@@ -96,9 +96,9 @@ def build_repos(specs: list[RepoSpec], force: bool = False) -> tuple[list[RepoMa
     """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from sparring.envs.swe.base_image import ensure_base_image
-    from sparring.envs.swe.docker_engine import ensure_engine
-    from sparring.envs.swe.images import ensure_repo_image
+    from sparring.containers.base_image import ensure_base_image
+    from sparring.containers.docker_engine import ensure_engine
+    from sparring.envs.swe.repos.images import ensure_repo_image
 
     ensure_engine()
     ensure_base_image()
@@ -150,7 +150,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         deps: str | None = typer.Option(None, "--deps", help="Comma-separated requirements (default: from the sdist)."),
     ) -> None:
         """Add a project of your choice to your catalog: build its image and check its suite."""
-        from sparring.envs.swe.repos import propose_spec, save_user_repo
+        from sparring.envs.swe.repos.catalog import propose_spec, save_user_repo
 
         spec = propose_spec(
             name,
@@ -171,7 +171,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         split: str = typer.Option("all", "--split", help="train, heldout or all."),
     ) -> None:
         """Show the catalog and the build status of each image."""
-        from sparring.envs.swe.repos import load_catalog
+        from sparring.envs.swe.repos.catalog import load_catalog
 
         rows = [_list_row(spec) for spec in load_catalog(split).values()]
         if as_json:
@@ -209,7 +209,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
 
 
 def _list_row(spec: RepoSpec) -> dict[str, Any]:
-    from sparring.envs.swe.images import image_status
+    from sparring.envs.swe.repos.images import image_status
 
     row: dict[str, Any] = {"name": spec.name, "split": spec.split, "versions": list(spec.versions),
                            "image": spec.image, "origin": spec.origin}  # fmt: skip
@@ -232,8 +232,8 @@ def bench(specs: list[RepoSpec], rebuild: bool = True) -> dict[str, Any]:
         ``suite_seconds`` is a fresh run of the whole suite in a new sandbox, after the build, and
         ``suite_ok`` says whether every test the image records as passing passed in it again.
     """
-    from sparring.envs.swe.images import ensure_repo_image
-    from sparring.envs.swe.sandbox import Sandbox
+    from sparring.containers.sandbox import Sandbox
+    from sparring.envs.swe.repos.images import ensure_repo_image
     from sparring.envs.swe.testing import run_tests
 
     out: dict[str, Any] = {}
