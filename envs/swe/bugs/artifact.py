@@ -214,25 +214,37 @@ def diff_files(diff: str) -> list[str]:
 
 
 def reverse_diff(diff: str) -> str:
-    """The diff that undoes ``diff``: old/new headers, hunk ranges and +/- lines swapped."""
+    """The diff that undoes ``diff``: old/new headers, hunk ranges and +/- lines swapped.
+
+    Hunk line counts are followed, as in :func:`split_diff`: inside a hunk a removed ``-- x`` line
+    reads ``--- x`` and an added ``++ y`` line reads ``+++ y``, which are content, not file headers.
+    """
     out: list[str] = []
     lines = diff.splitlines(keepends=True)
+    old_left = new_left = 0
     i = 0
     while i < len(lines):
         line = lines[i]
+        in_hunk = old_left > 0 or new_left > 0
         nxt = lines[i + 1] if i + 1 < len(lines) else ""
-        if line.startswith("--- ") and nxt.startswith("+++ "):
+        if not in_hunk and line.startswith("--- ") and nxt.startswith("+++ "):
             out.append("--- " + _swap_prefix(nxt[4:], "b/", "a/"))
             out.append("+++ " + _swap_prefix(line[4:], "a/", "b/"))
             i += 2
             continue
-        m = _HUNK_RE.match(line.rstrip("\n"))
+        m = None if in_hunk else _HUNK_RE.match(line.rstrip("\n"))
         if m:
+            old_left, new_left = _count(m.group(1)), _count(m.group(2))
             out.append(f"@@ -{m.group(2)} +{m.group(1)} @@{m.group(3)}\n")
         elif line.startswith("+"):
+            new_left -= in_hunk
             out.append("-" + line[1:])
         elif line.startswith("-"):
+            old_left -= in_hunk
             out.append("+" + line[1:])
+        elif in_hunk and line[:1] in " \n":
+            old_left, new_left = old_left - 1, new_left - 1
+            out.append(line)
         elif line.startswith("new file mode"):
             out.append(line.replace("new file mode", "deleted file mode"))
         elif line.startswith("deleted file mode"):

@@ -51,6 +51,21 @@ def test_split_and_reverse_apply_with_git(tmp_path: Path) -> None:
     assert (tmp_path / "pkg/a.py").read_text() == old_a and (tmp_path / "pkg/b.py").read_text() == "b\n"
 
 
+def test_reverse_diff_of_lines_that_read_like_file_headers(tmp_path: Path) -> None:
+    # A removed "-- x" line shows as "--- x" and an added "++ y" line as "+++ y": content, not headers.
+    old = "a = 1\n-- removed SQL comment\nb = 2\n"
+    new = "a = 1\n++ added line\nb = 2\n"
+    diff = file_diff("q.sql", old, new)
+    assert "--- removed SQL comment\n+++ added line\n" in diff
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "q.sql").write_text(new)
+    (tmp_path / "r.diff").write_text(reverse_diff(diff))
+    subprocess.run(["git", "apply", "--check", "r.diff"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "apply", "r.diff"], cwd=tmp_path, check=True)
+    assert (tmp_path / "q.sql").read_text() == old
+    assert reverse_diff(reverse_diff(diff)) == diff
+
+
 def test_git_diff_with_preamble_splits() -> None:
     diff = (
         "diff --git a/x.py b/x.py\nindex 1..2 100644\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"
