@@ -1,13 +1,13 @@
 """Commands and setup requirements of the agents room.
 
-``sparring demo`` (the main job), ``sparring serve-policy`` and ``sparring bench rollout``; setup
+``sparring demo`` (the main job), ``sparring eval search``, ``sparring serve-policy`` and ``sparring
+bench rollout``; the options of ``demo`` and ``eval search`` are their config dataclasses' fields. Setup
 converts the default model (SmolLM2-135M-Instruct) once for the demo and the tests.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import typer
@@ -52,38 +52,18 @@ def _threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
-def _demo(
-    model: str = typer.Option("default", help="Hub id or local path of the policy (default: SmolLM2-135M-Instruct)."),
-    backend: str = typer.Option("hf", help="Generation backend: hf, http or vllm."),
-    base_url: str = typer.Option(None, help="Server URL for --backend http (e.g. http://127.0.0.1:8000/v1)."),
-    episodes: int = typer.Option(4, help="Episodes per role and domain."),
-    max_turns: int = typer.Option(3, help="Turn limit per episode."),
-    max_new_tokens: int = typer.Option(64, help="Tokens generated per turn at most."),
-    concurrency: int = typer.Option(8, help="Episodes played at once."),
-    temperature: float = typer.Option(0.7, help="Sampling temperature."),
-    solver_attempts: int = typer.Option(2, help="Solver episodes per valid proposed task."),
-    seed: int = typer.Option(0, help="Seed of task draws and sampling."),
-    threads: int = typer.Option(None, help="Torch CPU threads (default: torch's choice)."),
-    out: str = typer.Option(None, help="Also write every episode to this JSONL file."),
-) -> None:
-    """Play proposers and solvers of every available game with the policy; print a summary table."""
-    from sparring.agents.demo import DemoConfig, run_demo
+def _run_demo(config: Any) -> None:
+    from sparring.agents.demo import run_demo
 
-    _threads(threads)
-    config = DemoConfig(
-        model=model,
-        backend=backend,
-        base_url=base_url,
-        episodes=episodes,
-        max_turns=max_turns,
-        max_new_tokens=max_new_tokens,
-        concurrency=concurrency,
-        temperature=temperature,
-        solver_attempts=solver_attempts,
-        seed=seed,
-        out=Path(out) if out else None,
-    )
+    _threads(config.threads)
     run_demo(config)
+
+
+def _run_eval_search(config: Any) -> None:
+    from sparring.agents.evaluation import run_search_eval
+
+    _threads(config.threads)
+    run_search_eval(config)
 
 
 def _serve_policy(
@@ -142,6 +122,13 @@ def _bench_rollout(
 
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     """Add the agent commands to the CLI."""
-    app.command("demo")(_demo)
+    from sparring.agents.demo import DemoConfig
+    from sparring.agents.evaluation import SearchEvalConfig
+    from sparring.config_cli import config_command
+
+    demo_help = "Play proposers and solvers of every available game with the policy; print a summary table."
+    app.command("demo")(config_command(DemoConfig, _run_demo, demo_help))
+    eval_help = "Answer the held-out questions with search; print EM/F1 as JSON."
+    groups["eval"].command("search")(config_command(SearchEvalConfig, _run_eval_search, eval_help))
     app.command("serve-policy")(_serve_policy)
     groups["bench"].command("rollout")(_bench_rollout)

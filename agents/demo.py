@@ -25,7 +25,8 @@ from rich.table import Table
 
 from sparring import SparringError
 from sparring.agents.episodes import write_jsonl
-from sparring.agents.generation import SamplingParams, make_generator
+from sparring.agents.factory import make_generator
+from sparring.agents.generation import SamplingParams
 from sparring.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
 from sparring.envs.core import Episode
 
@@ -58,10 +59,13 @@ class DemoConfig:
     """Seed of task draws and sampling."""
     out: Path | None = None
     """Also write every episode to this JSONL file."""
+    threads: int | None = None
+    """Torch CPU threads (None: torch's choice)."""
 
 
 def _search_proposer_kwargs(generator: Any) -> dict[str, Any]:
-    from sparring.envs.search.validation import PolicyValidator, generator_answer_fn
+    from sparring.agents.answering import generator_answer_fn
+    from sparring.envs.search.validation import PolicyValidator
 
     return {"validator": PolicyValidator(generator_answer_fn(generator))}
 

@@ -11,48 +11,29 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
 from sparring import SparringError
 from sparring.agents.generation import ChatGenerator, Generation, Generator, SamplingParams, row_seed
+from sparring.http import HTTPPolicy, JSONClient
 
 __all__ = ["HTTPChatGenerator", "HTTPGenerator", "connect"]
 
 
-class _Client:
-    """A small JSON client for one OpenAI-compatible base URL."""
+class _Client(JSONClient):
+    """The project's JSON client (:mod:`sparring.http`) for one OpenAI-compatible base URL."""
 
     def __init__(self, base_url: str, api_key: str | None, timeout: float):
-        import httpx
-
-        self.base_url = base_url.rstrip("/")
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
-
-    def get(self, path: str) -> dict[str, Any]:
-        return self._handle(lambda: self.http.get(path), path)
-
-    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self._handle(lambda: self.http.post(path, json=body), path)
-
-    def _handle(self, call: Any, path: str) -> dict[str, Any]:
-        import httpx
-
-        try:
-            response = call()
-        except httpx.HTTPError as e:
-            raise SparringError(
-                f"cannot reach the policy server at {self.base_url} ({type(e).__name__}: {e}); "
-                "start it (e.g. `sparring serve-policy` or `vllm serve MODEL`) or fix --base-url."
-            ) from e
-        if response.status_code >= 400:
-            raise SparringError(
-                f"the policy server at {self.base_url}{path} answered {response.status_code}: {response.text[:300]}"
-            )
-        return response.json()
+        super().__init__(
+            base_url,
+            "the policy server",
+            "start it (e.g. `sparring serve-policy` or `vllm serve MODEL`) or fix --base-url",
+            HTTPPolicy(timeout_s=timeout),
+            api_key=api_key,
+        )
 
     def model_id(self) -> str:
         data = self.get("/models").get("data") or []
@@ -81,6 +62,10 @@ class HTTPGenerator:
         tokenizer_name: Hub id or local path of the tokenizer (None: the served model's name).
         api_key: Bearer token, if the server needs one.
         timeout: Seconds per request.
+
+    The weights live in the server; a trainer that changes them (e.g. through vLLM's weight-sync
+    endpoints) calls :meth:`update_weights` with no argument afterwards, so episodes record the
+    new :attr:`weights_version`.
     """
 
     def __init__(
@@ -99,6 +84,31 @@ class HTTPGenerator:
         self.client = _Client(base_url, api_key, timeout)
         self.name = model or self.client.model_id()
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(tokenizer_name or self.name)
+        self._version = 0
+
+    @property
+    def weights_version(self) -> int:
+        """How many weight updates the caller has reported with :meth:`update_weights` (0 at connect)."""
+        return self._version
+
+    def update_weights(self, state_dict: Mapping[str, Any] | None = None) -> int:
+        """Record that the server now samples from new weights; returns the new :attr:`weights_version`.
+
+        The completions API has no way to take weights, so this only counts: the trainer pushes them
+        to the server itself (and resets the server's prefix cache, which holds old KV states) and
+        then calls this with no argument.
+
+        Raises:
+            NotImplementedError: ``state_dict`` was given; this backend cannot send it to the server.
+        """
+        if state_dict is not None:
+            raise NotImplementedError(
+                f"the HTTP backend cannot send weights to the policy server at {self.client.base_url}; push them "
+                "to the server yourself (e.g. vLLM's weight-update API), then call update_weights() with no "
+                "argument to record the new version, or use --backend hf or vllm, which load a state dict."
+            )
+        self._version += 1
+        return self._version
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Generation]:
         """One completions request for the whole batch; with a seed and sampling, one request per prompt.

@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Agent", "RandomToolAgent", "ReplayAgent"]
+__all__ = ["Agent", "RandomToolAgent", "ReplayAgent", "RetrievalFloorAgent"]
 
 
 @runtime_checkable
@@ -95,3 +95,32 @@ class RandomToolAgent:
         if len(required) == 1 and self.rng.random() < 0.5:
             return f"<{fn['name']}>{args[required[0]]}</{fn['name']}>"
         return f"<tool_call>{json.dumps({'name': fn['name'], 'arguments': args})}</tool_call>"
+
+
+class RetrievalFloorAgent:
+    """The search solver's model-free floor: search the whole question, answer the top document's title.
+
+    Any policy worth training should beat it on the held-out questions; it also warm-starts one.
+    """
+
+    name = "retrieval-floor"
+
+    def __init__(self) -> None:
+        """No state beyond the current question and whether it was searched yet."""
+        self._question = ""
+        self._searched = False
+
+    def reset(self, observation: str, info: dict[str, Any]) -> None:
+        """Read the question from the task (or, failing that, the prompt's last ``Question:``)."""
+        task = info.get("task") or {}
+        self._question = str(task.get("question") or observation.rsplit("Question:", 1)[-1]).strip()
+        self._searched = False
+
+    def act(self, observation: str, info: dict[str, Any]) -> str:
+        """Search first; then answer the first result's title (empty when nothing came back)."""
+        if not self._searched:
+            self._searched = True
+            return f"<search>{self._question}</search>"
+        title = observation.split("(Title: ", 1)[1].split(")", 1)[0] if "(Title: " in observation else ""
+        return f"<answer>{title}</answer>"
+

@@ -17,7 +17,15 @@ from pathlib import Path
 
 __version__ = "0.1.0"
 
-__all__ = ["ENV_SPECS", "SparringError", "__version__", "bench_machine", "register_envs", "sparring_home"]
+__all__ = [
+    "ENV_SPECS",
+    "ServerUnavailable",
+    "SparringError",
+    "__version__",
+    "bench_machine",
+    "register_envs",
+    "sparring_home",
+]
 
 #: Gymnasium id -> (entry point, default turn limit). Turn limits are the envs' `max_turns`.
 ENV_SPECS: dict[str, tuple[str, int]] = {
@@ -33,6 +41,13 @@ class SparringError(Exception):
 
     Its message is one sentence saying what is wrong and how to fix it; the CLI prints it without a
     traceback and exits with status 2.
+    """
+
+
+class ServerUnavailable(SparringError):
+    """A server or engine did not answer after its retries: transient, so a trainer may retry the work.
+
+    What the agent causes is never an exception: it is an observation or a failed outcome.
     """
 
 

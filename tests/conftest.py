@@ -8,8 +8,12 @@ a missing piece is a failure: CI runs setup first, so absence there is a bug.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
+
+from sparring.envs.search.corpus import Corpus, corpus_dir
+from sparring.envs.search.retrieval import BM25Retriever, open_retriever
 
 
 def require(ok: bool, what: str) -> None:
@@ -20,3 +24,35 @@ def require(ok: bool, what: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
+
+
+def default_corpus_built() -> bool:
+    """Whether setup has built the default corpus and its index."""
+    folder = corpus_dir("default")
+    return (folder / "bm25" / "params.index.json").is_file() and (folder / "info.json").is_file()
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Corpus:
+    """The default corpus (skips locally, fails under CI, when setup has not built it)."""
+    require(default_corpus_built(), "the default corpus")
+    return Corpus.open("default")
+
+
+@pytest.fixture(scope="session")
+def bm25(corpus: Corpus) -> BM25Retriever:
+    """BM25 over the default corpus, shared with the envs of the same process."""
+    retriever = open_retriever("default")
+    assert isinstance(retriever, BM25Retriever)
+    return retriever
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> Any:
+    """The default policy (SmolLM2-135M-Instruct) on the HF backend, loaded once per session."""
+    from sparring.agents.model import default_model_present
+
+    require(default_model_present(), "the default model (SmolLM2-135M-Instruct)")
+    from sparring.agents.hf_backend import HFGenerator
+
+    return HFGenerator()

@@ -1,13 +1,12 @@
 """Commands and setup requirements of the search room.
 
-``sparring corpus build|info|embed``, ``sparring serve-retriever``, ``sparring eval search`` and
-``sparring bench retrieval``; setup builds the default corpus and its BM25 index.
+``sparring corpus build|info|embed``, ``sparring serve-retriever`` and ``sparring bench
+retrieval``; setup builds the default corpus and its BM25 index.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import typer
@@ -31,8 +30,9 @@ def _default_corpus_state() -> tuple[bool, str]:
 
 def _build_default() -> None:
     from sparring.envs.search.corpus import build_corpus
+    from sparring.envs.search.retrieval import build_bm25
 
-    build_corpus("default", progress=lambda line: console.print(f"  {line}"))
+    build_corpus("default", finish=build_bm25, progress=lambda line: console.print(f"  {line}"))
 
 
 def requirements() -> list[Any]:
@@ -57,8 +57,9 @@ def _corpus_build(
 ) -> None:
     """Build a corpus (documents, seed answers, held-out QA set, BM25 index)."""
     from sparring.envs.search.corpus import build_corpus
+    from sparring.envs.search.retrieval import build_bm25
 
-    folder = build_corpus(source, name, progress=lambda line: console.print(f"  {line}"))
+    folder = build_corpus(source, name, finish=build_bm25, progress=lambda line: console.print(f"  {line}"))
     _corpus_info(str(folder))
 
 
@@ -101,48 +102,6 @@ def _serve(
     serve(retriever, host, port, corpus)
 
 
-def _eval_search(
-    model: str = typer.Option("default", "--model", help="Hub id, local path, or 'default' (SmolLM2)."),
-    backend: str = typer.Option("hf", "--backend", help="hf, http or vllm; 'baseline' runs the model-free floor."),
-    base_url: str = typer.Option(None, "--base-url", help="OpenAI-compatible server for --backend http."),
-    chat_only: bool = typer.Option(
-        False,
-        "--chat-only",
-        help="With --backend http: a chat-only API (hosted models): messages, not token ids.",
-    ),
-    corpus: str = typer.Option(DEFAULT_CORPUS, "--corpus"),
-    retriever: str = typer.Option(None, "--retriever", help="Retrieval server URL (default: BM25 in-process)."),
-    limit: int = typer.Option(50, "--limit", help="Held-out questions to run."),
-    max_turns: int = typer.Option(4, "--max-turns"),
-    max_new_tokens: int = typer.Option(64, "--max-new-tokens"),
-    out: str = typer.Option(None, "--out", help="Write per-question records here (JSONL)."),
-) -> None:
-    """Answer the held-out questions with search; print EM/F1 as JSON."""
-    from sparring.envs.search.evaluation import SearchEvalConfig, evaluate_search, retrieve_baseline, write_records
-    from sparring.envs.search.retrieval import open_retriever
-
-    config = SearchEvalConfig(corpus=corpus, limit=limit, max_turns=max_turns)
-    if backend == "baseline":
-        policy = retrieve_baseline(open_retriever(retriever or corpus))
-        model = "retrieve-baseline"
-    else:
-        from sparring.agents.generation import make_generator
-        from sparring.envs.search.validation import generator_chat_fn
-
-        options: dict[str, Any] = {"base_url": base_url} if base_url else {}
-        if chat_only:
-            if backend != "http":
-                raise SparringError("--chat-only goes with --backend http (a hosted OpenAI-compatible API).")
-            options["chat_only"] = True
-        generator = make_generator(backend, None if model == "default" else model, **options)
-        policy = generator_chat_fn(generator, max_new_tokens, stop=("</search>", "</answer>"))
-    report = evaluate_search(policy, config, retriever)
-    records = report.pop("records")
-    if out:
-        write_records(Path(out), records)
-    print(json.dumps(report | {"model": model}, indent=2))
-
-
 def _bench_retrieval(
     corpus: str = typer.Option(DEFAULT_CORPUS, "--corpus"),
     queries: int = typer.Option(1000, "--queries", help="Queries in the batch measurement."),
@@ -166,5 +125,4 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     groups["corpus"].command("info")(_corpus_info)
     groups["corpus"].command("embed")(_corpus_embed)
     app.command("serve-retriever")(_serve)
-    groups["eval"].command("search")(_eval_search)
     groups["bench"].command("retrieval")(_bench_retrieval)

@@ -1,34 +1,26 @@
 """HTTP client of a Search-R1-compatible retrieval server (``POST /retrieve``).
 
-Many rollout workers share one index through it: queries are sent in batches, each request has a
-timeout, and transport errors or server errors (5xx) are retried with exponential backoff. When
-every try fails the client raises one clear :class:`~sparring.SparringError`.
+Many rollout workers share one index through it: queries are sent in batches under the project's
+one HTTP policy (:mod:`sparring.http`: a timeout per request, retries with backoff, one sentence
+when the server refuses or never answers).
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from sparring import SparringError
-from sparring.envs.search.retrieval import Hit
+from sparring.envs.search.documents import Hit
+from sparring.http import HTTPPolicy, JSONClient
 
 __all__ = ["RetrievalClient", "RetrievalClientConfig"]
 
 
 @dataclass
-class RetrievalClientConfig:
-    """How the client talks to the server."""
+class RetrievalClientConfig(HTTPPolicy):
+    """How the client talks to the server: the HTTP policy, plus the batch size."""
 
-    timeout_s: float = 30.0
-    """Seconds one request may take (connect, read and write)."""
-    retries: int = 3
-    """Tries per batch before giving up."""
-    backoff_s: float = 0.5
-    """Wait before the second try; doubles for each further try."""
     batch_size: int = 64
     """Queries per request."""
 
@@ -47,34 +39,18 @@ class RetrievalClient:
         self.config = config or RetrievalClientConfig()
         url = url.rstrip("/")
         self.url = url if url.endswith("/retrieve") else url + "/retrieve"
-        self._http = httpx.Client(timeout=self.config.timeout_s)
+        self._http = JSONClient(
+            self.url.removesuffix("/retrieve"),
+            "the retrieval server",
+            "start it with `sparring serve-retriever` or fix the URL",
+            self.config,
+        )
 
     def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
-        last = ""
-        for attempt in range(self.config.retries):
-            if attempt:
-                time.sleep(self.config.backoff_s * 2 ** (attempt - 1))
-            try:
-                response = self._http.post(self.url, json=payload)
-            except httpx.HTTPError as e:
-                last = f"{type(e).__name__}: {e}"
-                continue
-            if response.status_code >= 500:
-                last = f"HTTP {response.status_code}"
-                continue
-            if response.status_code != 200:
-                raise SparringError(
-                    f"the retrieval server at {self.url} rejected the request (HTTP {response.status_code}: "
-                    f"{response.text[:200]}); check that it speaks the Search-R1 /retrieve protocol."
-                )
-            try:
-                return response.json()
-            except ValueError:
-                last = "the answer is not JSON"
-        raise SparringError(
-            f"the retrieval server at {self.url} did not answer after {self.config.retries} tries ({last}); "
-            "start it with `sparring serve-retriever` or fix the URL."
-        )
+        body = self._http.post("/retrieve", payload)
+        if not isinstance(body, dict):
+            raise SparringError(f"the retrieval server at {self.url} sent a malformed answer (not a JSON object).")
+        return body
 
     def retrieve(self, queries: list[str], topk: int = 3) -> list[list[Hit]]:
         """Top-``topk`` hits of each query, best first, fetched in batches."""

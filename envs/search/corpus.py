@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from sparring import SparringError, sparring_home
+from sparring.envs.search.documents import format_contents, split_contents
 from sparring.envs.search.scoring import normalize_answer
 
 __all__ = [
@@ -36,8 +37,6 @@ __all__ = [
     "Corpus",
     "build_corpus",
     "corpus_dir",
-    "format_contents",
-    "split_contents",
 ]
 
 #: Name of the corpus that setup builds and the envs use when given none.
@@ -59,19 +58,6 @@ def corpus_dir(name_or_path: str | Path = DEFAULT_CORPUS) -> Path:
     if path.is_dir() or path.is_absolute() or len(path.parts) > 1:
         return path
     return sparring_home() / "corpora" / str(name_or_path)
-
-
-def format_contents(title: str, text: str) -> str:
-    """The FlashRAG ``contents`` field: the quoted title, a newline, the text."""
-    return f'"{title}"\n{text}'
-
-
-def split_contents(contents: str) -> tuple[str, str]:
-    """Inverse of :func:`format_contents`; a contents without a quoted first line has no title."""
-    first, _, rest = contents.partition("\n")
-    if len(first) >= 2 and first.startswith('"') and first.endswith('"'):
-        return first[1:-1], rest
-    return "", contents
 
 
 class Corpus:
@@ -311,7 +297,7 @@ def build_corpus(
     source: str = "default",
     name: str | None = None,
     *,
-    index: bool = True,
+    finish: Callable[[Path], object] | None = None,
     progress: Callable[[str], None] = lambda _: None,
 ) -> Path:
     """Build a corpus from ``source`` into ``corpus_dir(name)`` and return its folder.
@@ -321,7 +307,9 @@ def build_corpus(
             JSONL file, or a folder of text/markdown files.
         name: Corpus name or folder; defaults to ``"default"`` for the default source, else the
             source's file or folder name.
-        index: Also build the BM25 index.
+        finish: Called with the build folder before it is moved into place, to add what belongs
+            with the documents (``sparring corpus build`` passes the BM25 index builder), so a
+            failed index build also leaves an earlier build intact.
         progress: Called with a line of text at each stage.
 
     The corpus is written to a temporary folder next to the target and moved into place at the
@@ -344,11 +332,9 @@ def build_corpus(
         progress(f"{info['documents']} documents, {info['heldout']} held-out questions; finding seed answers")
         info["seeds"] = _write_seeds(work, lambda title: is_heldout(title) or normalize_answer(title) in held)
         (work / "info.json").write_text(json.dumps(info, indent=2))
-        if index:
-            from sparring.envs.search.retrieval import build_bm25
-
-            progress("building the BM25 index")
-            build_bm25(work)
+        if finish is not None:
+            progress("building the index")
+            finish(work)
         if target.exists():
             old = target.with_name(target.name + ".old")
             shutil.rmtree(old, ignore_errors=True)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from sparring import SparringError
+from sparring.envs.search.documents import split_contents
 from sparring.envs.search.scoring import answer_in_text, normalize_answer
 
 __all__ = [
@@ -111,8 +112,6 @@ def _answers(doc: dict[str, Any]) -> list[str]:
 
 def heldout_row(doc: dict[str, Any]) -> dict[str, Any] | None:
     """The held-out question of a document, or None when its headword is not held out or no question fits."""
-    from sparring.envs.search.corpus import split_contents
-
     title = doc.get("title") or split_contents(doc["contents"])[0]
     if not normalize_answer(title) or len(title.split()) > 4 or not is_heldout(title):
         return None

@@ -21,19 +21,18 @@ import json
 import os
 import re
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from sparring import SparringError
-from sparring.envs.search.corpus import DEFAULT_CORPUS, Corpus, corpus_dir, split_contents
+from sparring.envs.search.corpus import DEFAULT_CORPUS, Corpus, corpus_dir
+from sparring.envs.search.documents import Hit, split_contents
 
 __all__ = [
     "BM25Retriever",
     "DenseRetriever",
-    "Hit",
     "HybridRetriever",
     "Retriever",
     "build_bm25",
@@ -45,25 +44,6 @@ __all__ = [
 _STOPWORDS = "en"
 _RRF_K = 60
 _NON_WORD_RE = re.compile(r"[^\w]+")
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One retrieved document: its position in the corpus, id, FlashRAG contents and score."""
-
-    index: int
-    id: str
-    contents: str
-    score: float
-
-    @property
-    def title(self) -> str:
-        """The title part of ``contents``."""
-        return split_contents(self.contents)[0]
-
-    def document(self) -> dict[str, Any]:
-        """The Search-R1 document form ``{"id", "contents"}``."""
-        return {"id": self.id, "contents": self.contents}
 
 
 @runtime_checkable

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from sparring.envs.core import TextEnv
-from sparring.envs.search.corpus import DEFAULT_CORPUS, Corpus, corpus_dir, split_contents
-from sparring.envs.search.retrieval import Hit, Retriever, open_retriever
+from sparring.envs.search.corpus import DEFAULT_CORPUS, Corpus, corpus_dir
+from sparring.envs.search.documents import Hit, split_contents
+from sparring.envs.search.retrieval import Retriever, open_retriever
 from sparring.envs.tools import tool
 
 __all__ = ["SearchToolEnv", "format_information"]

@@ -26,12 +26,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from sparring.envs.search.corpus import split_contents
+from sparring.envs.search.documents import split_contents
 from sparring.envs.search.scoring import answer_in_text, exact_match
 
 __all__ = [
     "AnswerFn",
-    "ChatFn",
     "GroundingValidator",
     "JudgeFn",
     "PolicyValidator",
@@ -40,10 +39,6 @@ __all__ = [
     "Validator",
     "Verdict",
     "extract_answer",
-    "generator_answer_fn",
-    "generator_chat_fn",
-    "openai_answer_fn",
-    "openai_judge_fn",
     "rag_prompt",
     "validate_safely",
 ]
@@ -218,75 +213,3 @@ class GroundingValidator:
             grounded = any(answer_in_text(p.answer, doc["contents"]) for doc in p.documents)
             verdicts.append(Verdict(grounded, [] if grounded else ["answer_not_in_retrieved_documents"]))
         return verdicts
-
-
-#: ``chat_fn(conversations) -> texts``: the next assistant message of each conversation.
-ChatFn = Callable[[list[list[dict[str, Any]]]], list[str]]
-
-
-def generator_chat_fn(
-    generator: Any, max_new_tokens: int = 64, stop: tuple[str, ...] = (), prefill: str = ""
-) -> ChatFn:
-    """A :data:`ChatFn` over a ``sparring.agents`` generator (token ids or chat-only), greedy.
-
-    ``prefill`` starts the assistant message (token generators only) and is part of the returned
-    text; ``"<answer>"`` makes a small model answer in the expected form instead of in prose.
-    """
-    from sparring.agents.generation import Generator, SamplingParams
-
-    sampling = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens, stop=stop)
-
-    def chat(conversations: list[list[dict[str, Any]]]) -> list[str]:
-        if not isinstance(generator, Generator):
-            return [g.text for g in generator.chat(conversations, sampling)]
-        start = generator.tokenizer.encode(prefill, add_special_tokens=False) if prefill else []
-        prompts = []
-        for conversation in conversations:
-            ids = generator.tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=True)
-            prompts.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids) + start)
-        return [prefill + g.text for g in generator.generate(prompts, sampling)]
-
-    return chat
-
-
-def generator_answer_fn(generator: Any, max_new_tokens: int = 24) -> AnswerFn:
-    """An :data:`AnswerFn` over a ``sparring.agents`` generator: each prompt is one user message."""
-    chat = generator_chat_fn(generator, max_new_tokens, stop=("</answer>",), prefill="<answer>")
-
-    def answer(prompts: list[str]) -> list[str]:
-        return chat([[{"role": "user", "content": p}] for p in prompts])
-
-    return answer
-
-
-def _chat_completion(base_url: str, model: str, content: str, api_key: str | None, timeout_s: float) -> str:
-    import httpx
-
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    url = base_url.rstrip("/") + "/chat/completions"
-    body = {"model": model, "messages": [{"role": "user", "content": content}], "temperature": 0, "max_tokens": 64}
-    response = httpx.post(url, json=body, headers=headers, timeout=timeout_s)
-    response.raise_for_status()
-    return str(response.json()["choices"][0]["message"]["content"])
-
-
-def openai_answer_fn(base_url: str, model: str, api_key: str | None = None, timeout_s: float = 60.0) -> AnswerFn:
-    """An :data:`AnswerFn` over an OpenAI-compatible ``/chat/completions`` endpoint (``base_url`` ends in /v1)."""
-
-    def answer(prompts: list[str]) -> list[str]:
-        return [_chat_completion(base_url, model, p, api_key, timeout_s) for p in prompts]
-
-    return answer
-
-
-def openai_judge_fn(base_url: str, model: str, api_key: str | None = None, timeout_s: float = 60.0) -> JudgeFn:
-    """A :data:`JudgeFn` that asks an OpenAI-compatible model whether two answers are the same."""
-
-    def judge(question: str, reference: str, prediction: str) -> bool:
-        content = (
-            f"Question: {question}\nReference answer: {reference}\nGiven answer: {prediction}\n"
-            "Does the given answer mean the same as the reference answer? Reply with YES or NO only."
-        )
-        return _chat_completion(base_url, model, content, api_key, timeout_s).strip().upper().startswith("YES")
-
-    return judge

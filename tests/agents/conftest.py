@@ -15,12 +15,9 @@ from tests.toy_env import SumEnv
 
 
 @pytest.fixture(scope="session")
-def hf_generator() -> Any:
-    """The default SmolLM2 checkpoint on the HF backend (loaded once per session)."""
-    require(default_model_present(), "the default model (SmolLM2-135M-Instruct)")
-    from sparring.agents.hf_backend import HFGenerator
-
-    return HFGenerator()
+def hf_generator(smollm2: Any) -> Any:
+    """The default SmolLM2 checkpoint on the HF backend: the session's one copy (``smollm2``)."""
+    return smollm2
 
 
 @pytest.fixture(scope="session")

@@ -183,8 +183,7 @@ def test_concurrent_episodes_of_a_real_env_equal_sequential(hf_generator):
     import gymnasium as gym
 
     import sparring  # noqa: F401  (registers the envs)
-    from tests.conftest import require
-    from tests.envs.search.conftest import default_corpus_built
+    from tests.conftest import default_corpus_built, require
 
     require(default_corpus_built(), "the default corpus")
     sampling = SamplingParams(temperature=0.0, max_new_tokens=16)
@@ -234,8 +233,7 @@ def test_bench_rollout_reports_same_run_figures():
     """`sparring bench rollout` plays the same episodes both ways and reports consistent figures."""
     from sparring.agents.bench import bench_rollout
     from sparring.agents.model import default_model_present
-    from tests.conftest import require
-    from tests.envs.search.conftest import default_corpus_built
+    from tests.conftest import default_corpus_built, require
 
     require(default_model_present() and default_corpus_built(), "the default model and corpus")
     result = bench_rollout(episodes=3, concurrency=3, max_turns=2, max_new_tokens=8)

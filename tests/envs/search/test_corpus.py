@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from sparring import SparringError
-from sparring.envs.search.corpus import Corpus, build_corpus, format_contents, split_contents
+from sparring.envs.search.corpus import Corpus, build_corpus
 from sparring.envs.search.dictd import decode_offset
+from sparring.envs.search.documents import format_contents, split_contents
 from sparring.envs.search.heldout import is_heldout, load_heldout
-from sparring.envs.search.retrieval import BM25Retriever
+from sparring.envs.search.retrieval import BM25Retriever, build_bm25
 from sparring.envs.search.scoring import answer_in_text, normalize_answer
 
 
@@ -93,7 +94,7 @@ def test_folder_and_jsonl_builders(tmp_path: Path):
     (docs / "gravity.md").write_text("# Gravity\nGravity pulls masses together; Newton described it.\n")
     (docs / "newton.txt").write_text("Isaac Newton wrote the Principia and described gravity.\n")
     (docs / "ignored.bin").write_bytes(b"\0\1")
-    folder = build_corpus(str(docs), str(tmp_path / "folder-corpus"))
+    folder = build_corpus(str(docs), str(tmp_path / "folder-corpus"), finish=build_bm25)
     corpus = Corpus(folder)
     assert len(corpus) == 2 and corpus.document(0)["title"] == "Gravity"
     assert BM25Retriever(corpus).retrieve(["principia"], 1)[0][0].id == "newton.txt"

@@ -8,7 +8,7 @@ import pytest
 
 from sparring import SparringError
 from sparring.envs.search.corpus import Corpus, build_corpus
-from sparring.envs.search.retrieval import DenseRetriever, HybridRetriever, build_dense, open_retriever
+from sparring.envs.search.retrieval import DenseRetriever, HybridRetriever, build_bm25, build_dense, open_retriever
 
 DOCS = {
     "volcano.md": "# Volcano\nA rupture in the crust of a planet that lets molten lava, ash and gases escape.",
@@ -24,7 +24,7 @@ def small_corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
     for name, text in DOCS.items():
         (root / "docs").mkdir(exist_ok=True)
         (root / "docs" / name).write_text(text)
-    return Corpus(build_corpus(str(root / "docs"), str(root / "corpus")))
+    return Corpus(build_corpus(str(root / "docs"), str(root / "corpus"), finish=build_bm25))
 
 
 @pytest.mark.slow

@@ -18,15 +18,9 @@ import gymnasium as gym
 import pytest
 
 import sparring  # noqa: F401  (registers the envs)
+from sparring.agents.answering import generator_answer_fn, openai_answer_fn, openai_judge_fn
 from sparring.envs.search.retrieval import BM25Retriever
-from sparring.envs.search.validation import (
-    PolicyValidator,
-    Proposal,
-    generator_answer_fn,
-    openai_answer_fn,
-    openai_judge_fn,
-    validate_safely,
-)
+from sparring.envs.search.validation import PolicyValidator, Proposal, validate_safely
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 

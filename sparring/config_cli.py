@@ -1,0 +1,112 @@
+"""Command-line options generated from a config dataclass, so a default or a help text lives in one place.
+
+Each field of the dataclass becomes one ``--option`` of a typer command: its default is the field's,
+its help is the field's attribute docstring (the string literal right below the field), its type
+is the field's. The command builds the config from the options and hands it to a function.
+
+Example:
+    >>> @dataclass
+    ... class GreetConfig:
+    ...     name: str = "world"
+    ...     '''Who to greet.'''
+    >>> command = config_command(GreetConfig, lambda config: print(f"hello {config.name}"), "Greet someone.")
+    >>> [p.name for p in inspect.signature(command).parameters.values()]
+    ['name']
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import inspect
+import textwrap
+import types
+import typing
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+import typer
+
+__all__ = ["config_command", "field_docs"]
+
+C = TypeVar("C")
+
+
+@functools.cache
+def field_docs(cls: type) -> dict[str, str]:
+    """The attribute docstrings of a dataclass's fields (its bases' first), by field name."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        try:
+            source = textwrap.dedent(inspect.getsource(klass))
+        except (OSError, TypeError):  # defined where no source is kept (a REPL): no help texts
+            continue
+        body = ast.parse(source).body[0]
+        assert isinstance(body, ast.ClassDef)
+        for node, nxt in zip(body.body, body.body[1:], strict=False):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(nxt, ast.Expr)
+                and isinstance(nxt.value, ast.Constant)
+                and isinstance(nxt.value.value, str)
+            ):
+                docs[node.target.id] = " ".join(nxt.value.value.split())
+    return docs
+
+
+def _cli_type(hint: Any) -> Any:
+    """``X | None`` as ``Optional[X]`` (what typer reads); other hints unchanged."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) == 1:
+            return typing.Optional[args[0]]  # noqa: UP045 (typer needs typing.Optional, not X | None)
+    return hint
+
+
+def config_command(
+    cls: type[C],
+    run: Callable[[C], object],
+    help: str,
+    *,
+    exclude: Iterable[str] = (),
+    overrides: dict[str, Any] | None = None,
+) -> Callable[..., None]:
+    """A typer command whose options are the fields of dataclass ``cls``; it calls ``run(cls(**options))``.
+
+    Args:
+        cls: The config dataclass; every field needs a default.
+        run: Called with the config built from the options.
+        help: The command's help text.
+        exclude: Fields that get no option (they keep their defaults).
+        overrides: Field name -> default shown on the command line instead of the dataclass's (for
+            a field whose default is a factory or an object, e.g. None meaning "the default").
+    """
+    hints = typing.get_type_hints(cls)
+    docs = field_docs(cls)
+    skip = set(exclude)
+    params = []
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name in skip or not f.init:
+            continue
+        if overrides and f.name in overrides:
+            default = overrides[f.name]
+        elif f.default is not dataclasses.MISSING:
+            default = f.default
+        else:
+            raise TypeError(f"{cls.__name__}.{f.name} has no plain default; pass it in overrides or exclude it")
+        flag = "--" + f.name.replace("_", "-")
+        option = typer.Option(default, flag, help=docs.get(f.name, ""))
+        kind = inspect.Parameter.KEYWORD_ONLY
+        params.append(inspect.Parameter(f.name, kind, default=option, annotation=_cli_type(hints[f.name])))
+
+    def command(**options: Any) -> None:
+        run(cls(**options))
+
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__doc__ = help
+    command.__name__ = cls.__name__
+    return command
