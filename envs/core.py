@@ -10,10 +10,11 @@ observation says what was wrong and shows the correct form, and the turn counts.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
 
 import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec
 
 from sparring.envs.spaces import UnicodeText
 from sparring.envs.tools import ToolCall, ToolCallError, parse_tool_call, tool_spec
@@ -155,6 +156,22 @@ class TextEnv(gym.Env[str, str]):
     def tools(self) -> list[dict[str, Any]]:
         """The tools as JSON schemas for a chat template."""
         return [spec.schema() for spec in self._tool_specs.values()]
+
+    @property
+    def spec(self) -> EnvSpec | None:  # type: ignore[override]
+        """How ``gym.make`` built the env; ``max_episode_steps`` is the env's own turn limit.
+
+        The envs are registered without a TimeLimit (the env ends the episode itself, with its
+        outcome), yet libraries read the horizon from ``spec.max_episode_steps``.
+        """
+        spec = self.__dict__.get("_spec")
+        if spec is None or spec.max_episode_steps is not None:
+            return spec
+        return replace(spec, max_episode_steps=self.max_turns)
+
+    @spec.setter
+    def spec(self, spec: EnvSpec | None) -> None:
+        self._spec = spec
 
     @property
     def task(self) -> dict[str, Any] | None:

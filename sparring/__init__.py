@@ -74,19 +74,20 @@ def bench_machine() -> dict[str, object]:
 
 
 def register_envs() -> None:
-    """Register every Sparring env with Gymnasium (idempotent)."""
+    """Register every Sparring env with Gymnasium (idempotent).
+
+    The turn limit is the env's own ``max_turns``, so ``gym.make(id, max_turns=8)`` gets 8 turns
+    that end with an ``outcome``. No TimeLimit is registered: one fixed at the default would cut a
+    longer episode early, with no outcome and a wrong budget in its last observation. The env
+    reports its limit as ``env.spec.max_episode_steps``; ``gym.make(id, max_episode_steps=N)``
+    still adds Gymnasium's TimeLimit, which cuts at N where N is below ``max_turns``.
+    """
     from gymnasium.envs.registration import register, registry
 
     for env_id, (entry_point, max_turns) in ENV_SPECS.items():
         if env_id in registry:
             continue
-        register(
-            id=env_id,
-            entry_point=entry_point,
-            max_episode_steps=max_turns,
-            nondeterministic=True,
-            kwargs={"max_turns": max_turns},
-        )
+        register(id=env_id, entry_point=entry_point, nondeterministic=True, kwargs={"max_turns": max_turns})
 
 
 register_envs()

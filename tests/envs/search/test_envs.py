@@ -179,6 +179,32 @@ def test_a_malformed_action_is_an_observation_and_the_turn_counts(corpus: Corpus
     assert truncated and info["outcome"]["status"] == "turn_limit" and reward == 0.0
 
 
+def test_gym_make_max_turns_is_the_turn_limit(corpus: Corpus):
+    # A registered TimeLimit at the default (6) used to cut this 8-turn episode at step 6, without an outcome.
+    task = {"id": "q1", "question": "Which chemical element has the symbol Fe?", "answers": ["iron"]}
+    env = gym.make("sparring/SearchAnswer-v0", max_turns=8)
+    assert env.spec is not None and env.spec.max_episode_steps == 8
+    obs, _ = env.reset(options={"task": task})
+    assert obs.endswith("[8 turns left]")
+    for turn in range(1, 8):
+        obs, _, terminated, truncated, info = env.step(f"<search>element symbol Fe {turn}</search>")
+        left = f"[{8 - turn} turn{'s' * (turn < 7)} left]"
+        assert not (terminated or truncated) and "outcome" not in info and obs.endswith(left)
+    obs, reward, terminated, truncated, info = env.step("<search>element symbol Fe</search>")
+    assert truncated and not terminated and info["turn"] == 8 and info["outcome"]["status"] == "turn_limit"
+    env.close()
+    # Gymnasium's own knob still works: a looser TimeLimit leaves the env's limit in charge, a tighter one cuts.
+    loose = gym.make("sparring/SearchAnswer-v0", max_episode_steps=20)
+    loose.reset(options={"task": task})
+    steps = [loose.step("<search>iron</search>") for _ in range(6)]
+    assert steps[-1][3] and steps[-1][4]["outcome"]["status"] == "turn_limit"
+    tight = gym.make("sparring/SearchAnswer-v0", max_episode_steps=2)
+    assert tight.spec is not None and tight.spec.max_episode_steps == 2
+    tight.reset(options={"task": task})
+    tight.step("<search>iron</search>")
+    assert tight.step("<search>iron</search>")[3]
+
+
 def test_the_solver_works_through_the_trl_adapter(corpus: Corpus):
     from sparring.envs.trl import trl_environment_factory
 
