@@ -197,7 +197,12 @@ class TextEnv(gym.Env[str, str]):
         return obs, info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """Parse and run the tool call in ``action``; see the module docstring for the forms."""
+        """Parse and run the tool call in ``action``; see the module docstring for the forms.
+
+        ``info`` has ``role``, ``domain``, ``task_id`` and ``turn``; then ``tool`` (the name of the
+        tool called) or ``error`` (why the action held no valid call), and ``outcome`` on the
+        terminal step.
+        """
         if self._task is None or self._done:
             raise RuntimeError("step() called on a finished episode; call reset() first.")
         self._turn += 1
@@ -219,6 +224,8 @@ class TextEnv(gym.Env[str, str]):
         info = self._info()
         if isinstance(call, ToolCallError):
             info["error"] = call.message
+        else:
+            info["tool"] = call.name  # the runner records it as Turn.tool
         if self._done:
             info["outcome"] = self._outcome
         self._transcript += [action, obs]

@@ -46,6 +46,17 @@ def test_replay_agent_solves_and_records_turns():
     assert episodes[0].token_ids == []  # scripted episodes carry text only
 
 
+def test_turns_record_the_tool_each_action_called(corpus):
+    from sparring.envs.search.answer_env import SearchAnswerEnv
+
+    task = {"id": "q1", "question": "Which chemical element has the symbol Fe?", "answers": ["iron"]}
+    actions = ["<search>element symbol Fe</search>", "I am not sure", "<answer>iron</answer>"]
+    spec = EpisodeSpec(lambda: SearchAnswerEnv(), options={"task": task})
+    (episode,) = EpisodeRunner(lambda _: ReplayAgent(actions), RunnerConfig(progress=False)).run([spec])
+    assert [t.tool for t in episode.turns] == ["search", None, "answer"] and episode.reward == 1.0
+    assert episode.turns[1].error and "no tool call" in episode.turns[1].error
+
+
 def test_env_that_raises_fails_only_its_episode():
     """Seed 1 draws numbers [4, 5, 7]: its env raises on the first peek; the other seven finish."""
     specs = [EpisodeSpec(lambda: FlakySumEnv(crash_on=4), seed=s) for s in range(8)]

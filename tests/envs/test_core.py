@@ -94,6 +94,13 @@ def test_episode_ends_with_outcome_and_reward(env):
         env.step("<peek>0</peek>")
 
 
+def test_info_names_the_tool_called(env):
+    assert env.step("<peek>0</peek>")[4]["tool"] == "peek"
+    info = env.step("no call here")[4]
+    assert "tool" not in info and "error" in info
+    assert env.step('<tool_call>{"name": "answer", "arguments": {"answer": "3"}}</tool_call>')[4]["tool"] == "answer"
+
+
 def test_turn_limit_truncates_with_outcome(env):
     for _ in range(3):
         env.step("<peek>0</peek>")
