@@ -86,9 +86,11 @@ def _search_proposer_reward(solve_rate: float) -> float:
     return proposer_reward(solve_rate)
 
 
-def _swe_proposer_reward(solve_rate: float, alpha: float = 0.8) -> float:
-    """SSR's injector reward for a valid bug (DESIGN §3.3)."""
-    return -alpha if solve_rate in (0.0, 1.0) else 1.0 - (1.0 + alpha) * solve_rate
+def _swe_proposer_reward(solve_rate: float) -> float:
+    """The injector's reward for a valid bug (only valid bugs have solvers and a pending reward)."""
+    from sparring.envs.swe.rewards import injector_reward
+
+    return injector_reward(True, solve_rate)
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,10 @@ validates them in fresh containers (:func:`~sparring.envs.swe.validation.validat
 ends with the verdict in ``info["outcome"]``.
 
 The injector's real reward needs the solvers' results: the terminal step gives
-``rewards.injector_invalid`` for an invalid artifact and 0 for a valid one, and the trainer calls
-:func:`~sparring.envs.swe.rewards.injector_reward` with the solve rate (or
+``rewards.injector_invalid`` for an invalid artifact and 0 for a valid one. A valid artifact's
+outcome carries ``solver_task``, the repair task (:func:`~sparring.envs.swe.tasks.repair_task`)
+for ``SWERepair-v0``, and ``reward_pending``: the trainer plays solvers on the task and calls
+:func:`~sparring.envs.swe.rewards.injector_reward` with their solve rate (or
 :meth:`SWEInjectEnv.final_reward`).
 """
 
@@ -24,6 +26,7 @@ from sparring.containers.pools import PoolSet
 from sparring.envs.core import TextEnv
 from sparring.envs.swe.bugs.artifact import ARTIFACT_FILES, JUNIT_PATH, BugArtifact
 from sparring.envs.swe.rewards import SWERewards, injector_reward
+from sparring.envs.swe.tasks import repair_task
 from sparring.envs.swe.tools import SandboxTools
 from sparring.envs.swe.validation import ValidationConfig, ValidationResult, validate_artifact
 from sparring.envs.tools import tool
@@ -167,6 +170,11 @@ class SWEInjectEnv(SandboxTools, TextEnv):
         )
         self.last_artifact, self.last_validation = artifact, result
         outcome = result.to_dict() | {"bug_id": artifact.bug_id, "artifact": artifact.to_dict()}
+        if result.valid:
+            # The link of the game: solvers play this task, and their solve rate sets the reward.
+            image = self._task["image"]
+            outcome["solver_task"] = repair_task(artifact, result.fail_to_pass, result.pass_to_pass, image)
+            outcome["reward_pending"] = True
         self._finish(outcome, 0.0 if result.valid else self.rewards.injector_invalid)
         if result.valid:
             return f"The bug is valid: {len(result.fail_to_pass)} test(s) fail with it."

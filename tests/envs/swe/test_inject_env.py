@@ -9,8 +9,9 @@ import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from sparring.envs.swe.bugs.artifact import DEFAULT_TEST_SCRIPT, diff_files
+from sparring.envs.swe.bugs.artifact import DEFAULT_TEST_SCRIPT, diff_files, reverse_diff
 from sparring.envs.swe.inject_env import STRATEGIES, SWEInjectEnv
+from sparring.envs.swe.repair_env import SWERepairEnv
 from sparring.envs.swe.rewards import injector_reward
 from tests.envs.swe.bugs import REPO, files, good_artifact, pool, repo_image, violating  # noqa: F401
 
@@ -53,9 +54,20 @@ def test_scripted_injector_with_a_good_artifact_is_valid(env: Any, files: dict[s
     outcome = info["outcome"]
     assert outcome["valid"] and outcome["reason"] is None, outcome
     assert outcome["fail_to_pass"] and outcome["bug_id"]
-    assert reward == 0.0  # the real reward waits for the solvers
+    assert reward == 0.0 and outcome["reward_pending"]  # the real reward waits for the solvers
     assert env.final_reward(0.25) == injector_reward(True, 0.25) == pytest.approx(0.55)
     assert env.final_reward(1.0) == -0.8
+    # the link of the game: the outcome holds the repair task the solvers play
+    solver_task = outcome["solver_task"]
+    assert solver_task["id"] == outcome["bug_id"] and solver_task["image"] == task["image"]
+    assert solver_task["fail_to_pass"] == outcome["fail_to_pass"]
+    repair = SWERepairEnv(max_turns=2)
+    try:
+        obs, info = repair.reset(options={"task": solver_task})
+        assert info["role"] == "solver" and info["task_id"] == outcome["bug_id"]
+        assert reverse_diff(art.test_weaken_diff) in obs
+    finally:
+        repair.close()
 
 
 def test_invalid_artifact_gets_the_reason_and_the_invalid_reward(env: Any, files: dict[str, str]) -> None:  # noqa: F811
@@ -64,6 +76,7 @@ def test_invalid_artifact_gets_the_reason_and_the_invalid_reward(env: Any, files
     _, reward, terminated, _, info = env.step("<submit>/tmp/bug</submit>")
     assert terminated and reward == -1.0
     assert info["outcome"]["valid"] is False and info["outcome"]["reason"] == "weakening_hides_bug"
+    assert "solver_task" not in info["outcome"] and "reward_pending" not in info["outcome"]
     assert env.final_reward(0.5) == -1.0
 
 
