@@ -9,6 +9,6 @@ stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 mkdir "$stage/sparring"
 for f in "$root"/sparring/*.py; do ln -s "$f" "$stage/sparring/"; done
-for d in envs agents training; do ln -s "$root/$d" "$stage/sparring/$d"; done
+for d in envs agents training containers; do ln -s "$root/$d" "$stage/sparring/$d"; done
 cd "$stage"
 "$root/.venv/bin/mypy" --config-file "$root/pyproject.toml" --cache-dir "$root/.mypy_cache" -p sparring

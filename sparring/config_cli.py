@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import functools
 import inspect
 import textwrap
 import types
@@ -33,7 +32,6 @@ __all__ = ["config_command", "field_docs"]
 C = TypeVar("C")
 
 
-@functools.cache
 def field_docs(cls: type) -> dict[str, str]:
     """The attribute docstrings of a dataclass's fields (its bases' first), by field name."""
     docs: dict[str, str] = {}

@@ -32,7 +32,7 @@ def _rank_bm25_qps(retriever: BM25Retriever, queries: list[str], topk: int) -> t
     try:
         from rank_bm25 import BM25Okapi
     except ImportError:
-        raise SparringError("the retrieval benchmark compares with rank-bm25; pip install 'sparring[dev]'.") from None
+        raise SparringError("the retrieval benchmark compares with rank-bm25; pip install 'sparring[bench]'.") from None
     tokenizer = retriever.tokenizer
     t0 = time.perf_counter()
     docs = tokenizer.decode(
