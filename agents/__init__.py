@@ -7,30 +7,35 @@ from __future__ import annotations
 
 from sparring.agents.chat import ChatFormat, token_roles
 from sparring.agents.episodes import episodes_to_dataset, read_jsonl, write_jsonl
+from sparring.agents.factory import BACKENDS, make_generator
 from sparring.agents.generation import (
     ChatGenerator,
     Generation,
+    GenerationStream,
     Generator,
     SamplingParams,
-    make_generator,
+    StreamingGenerator,
     require_token_exact,
 )
 from sparring.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig, RunStats, run_episodes
 from sparring.agents.scripted import Agent, RandomToolAgent, ReplayAgent
 
 __all__ = [
+    "BACKENDS",
     "Agent",
     "ChatFormat",
     "ChatGenerator",
     "EpisodeRunner",
     "EpisodeSpec",
     "Generation",
+    "GenerationStream",
     "Generator",
     "RandomToolAgent",
     "ReplayAgent",
     "RunStats",
     "RunnerConfig",
     "SamplingParams",
+    "StreamingGenerator",
     "episodes_to_dataset",
     "make_generator",
     "read_jsonl",

@@ -7,25 +7,32 @@ only to continue it, so what the trainer sees is exactly what was sampled.
 A behaviour logprob is ``log_softmax(logits / temperature)`` of the sampled token (raw logits when
 ``temperature == 0``), before top-p truncation: the same quantity the trainer recomputes.
 
+A backend that can let prompts join a running batch is also a :class:`StreamingGenerator`. A
+trainer that changes the policy's weights says so through :meth:`Generator.update_weights`, which
+bumps :attr:`Generator.weights_version` (recorded in every episode). Backends are built by name
+with :func:`sparring.agents.factory.make_generator`, which lives apart so this contract imports no
+backend.
+
 A chat-only hosted API cannot take token ids; it is a :class:`ChatGenerator`, which plays episodes
 for evaluation from messages and text. :func:`require_token_exact` refuses it for training.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from sparring import SparringError
 
 __all__ = [
-    "BACKENDS",
     "ChatGenerator",
     "Generation",
+    "GenerationStream",
     "Generator",
     "SamplingParams",
-    "make_generator",
+    "StreamRequest",
+    "StreamingGenerator",
     "require_token_exact",
     "row_seed",
 ]
@@ -81,15 +88,80 @@ class Generation:
 
 @runtime_checkable
 class Generator(Protocol):
-    """A policy that continues token-id prompts (batched)."""
+    """A policy that continues token-id prompts (batched), and knows which weights it samples from."""
 
     tokenizer: Any
     """The HF tokenizer of the policy (chat template, decoding)."""
     name: str
     """The model name or path, for records."""
 
+    @property
+    def weights_version(self) -> int:
+        """How many weight updates (:meth:`update_weights`) the policy has seen; 0 as built.
+
+        The runner records it in every episode, so a trainer can tell how stale an episode is.
+        """
+        ...
+
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Generation]:
         """Continue every prompt; one :class:`Generation` per prompt, in order."""
+        ...
+
+    def update_weights(self, state_dict: Mapping[str, Any] | None = None) -> int:
+        """The one way to tell a policy its weights changed; returns the new :attr:`weights_version`.
+
+        Everything a backend derived from the old weights (cached KV states, packed copies) is
+        dropped or rebuilt here, so no caller has to know what a backend caches.
+
+        Args:
+            state_dict: Tensors to load into the policy's weights, by parameter name (a partial dict
+                updates only what it names). None: the caller changed the weights already (an
+                optimizer step on a model it shares with the generator, a push to a server).
+
+        Raises:
+            NotImplementedError: The backend cannot take weights this way (the HTTP backend cannot
+                send a state dict to its server; it still records a version bump for None).
+        """
+        ...
+
+
+#: What a :class:`GenerationStream` takes per prompt: (the caller's key, prompt ids, sampling of that prompt).
+StreamRequest = tuple[Hashable, Sequence[int], SamplingParams]
+
+
+@runtime_checkable
+class GenerationStream(Protocol):
+    """A continuous batch: prompts join while others decode, and leave when their turn ends.
+
+    ``add`` prefills prompts and lets them join; ``step`` decodes one token of every row. Both
+    return the ``(key, Generation)`` of the rows that finished, in no particular order. Each
+    request's sampling carries its own seed, so a row samples what it would alone.
+    """
+
+    @property
+    def active(self) -> int:
+        """Rows still decoding."""
+        ...
+
+    def add(self, requests: Sequence[StreamRequest]) -> list[tuple[Hashable, Generation]]:
+        """Prefill ``(key, prompt ids, sampling)`` requests and let them join the batch."""
+        ...
+
+    def step(self) -> list[tuple[Hashable, Generation]]:
+        """Decode one token of every row."""
+        ...
+
+
+@runtime_checkable
+class StreamingGenerator(Generator, Protocol):
+    """A :class:`Generator` that also offers a continuous batch (the HF backend).
+
+    The runner plays episodes through :meth:`stream` when a policy has it, so an episode whose
+    observation is in joins the decode batch at once instead of waiting for a round to end.
+    """
+
+    def stream(self) -> GenerationStream:
+        """A new, empty continuous batch over this generator."""
         ...
 
 
@@ -119,31 +191,3 @@ def require_token_exact(generator: Any, purpose: str = "training") -> Generator:
         "chat-only endpoint; use --backend hf or vllm, or an OpenAI-compatible server whose completions API takes "
         "token-id prompts (vllm serve, sparring serve-policy)."
     )
-
-
-#: Backends by name, for ``--backend``.
-BACKENDS = ("hf", "http", "vllm")
-
-
-def make_generator(backend: str = "hf", model: str | None = None, **options: Any) -> Generator | ChatGenerator:
-    """Build a generator.
-
-    Args:
-        backend: ``"hf"`` (transformers, CPU default), ``"http"`` (OpenAI-compatible server) or ``"vllm"``.
-        model: Hub id or local path (None: the default SmolLM2 checkpoint). For ``http``, the tokenizer
-            to use with the server (the server's model by default).
-        **options: Backend options (``device``, ``base_url``, ``api_key``, ``chat_only``, ...).
-    """
-    if backend == "hf":
-        from sparring.agents.hf_backend import HFGenerator
-
-        return HFGenerator(model, **options)
-    if backend == "http":
-        from sparring.agents.http_backend import connect
-
-        return connect(model=model, **options)
-    if backend == "vllm":
-        from sparring.agents.vllm_backend import VLLMGenerator
-
-        return VLLMGenerator(model, **options)
-    raise SparringError(f"unknown generation backend {backend!r}; use one of: {', '.join(BACKENDS)}.")

@@ -6,32 +6,41 @@ logprob of each sampled token under the unprocessed distribution, and a seeded s
 sequence. The loop itself is :class:`~sparring.agents.hf_batch.DecodeBatch`: finished sequences
 leave the batch and new ones join it (:meth:`HFGenerator.stream`), so one long answer never makes
 the others wait.
+
+Two things here are copies of the weights: the prefix cache's KV states and, on CPU, the packed
+linear layers. :meth:`HFGenerator.update_weights` is the one entry point that changes the weights
+and rebuilds both, so a trainer cannot refresh one and forget the other.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable, Sequence
+import weakref
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sparring.agents.generation import Generation, SamplingParams, row_seed
+from sparring import SparringError
+from sparring.agents.generation import Generation, SamplingParams, StreamRequest, row_seed
 from sparring.agents.prefix_cache import MIN_SHARED, PrefixCache
 
 if TYPE_CHECKING:
+    from sparring.agents.generation import StreamingGenerator
     from sparring.agents.hf_batch import DecodeBatch
 
 __all__ = ["HFGenerator", "HFStream"]
 
 
 class HFGenerator:
-    """A transformers causal LM as a :class:`~sparring.agents.generation.Generator`.
+    """A transformers causal LM as a :class:`~sparring.agents.generation.StreamingGenerator`.
 
     Example:
         >>> gen = HFGenerator()  # the default SmolLM2 checkpoint, on CPU
         >>> out = gen.generate([gen.tokenizer("Hello")["input_ids"]], SamplingParams(max_new_tokens=8))
+        >>> gen.update_weights(trainer_model.state_dict())  # the next turn samples from the new weights
+        1
     """
 
     def __init__(
@@ -54,11 +63,12 @@ class HFGenerator:
             model_obj: An already loaded model to use instead (e.g. the trainer's policy).
             tokenizer: Its tokenizer, with ``model_obj``.
             prefix_cache_tokens: Tokens of KV states kept between calls so an episode's next turn prefills
-                only its new tokens (0: off). Call :meth:`clear_cache` after changing the weights.
+                only its new tokens (0: off). :meth:`update_weights` drops them with the old weights.
             pack_linears: Run the linear layers through oneDNN with prepacked weights
                 (:mod:`sparring.agents.cpu_linear`; about twice as fast on CPU, and a batch of rows
-                costs little more than one). Inference only, so the default (None) packs only a model
-                this generator loaded itself on CPU, never a ``model_obj`` that a trainer updates.
+                costs little more than one). Inference only (the packed layers take no part in
+                autograd), so the default (None) packs only a model this generator loaded itself on
+                CPU, never a ``model_obj`` that a trainer also runs backward through.
         """
         from sparring.agents.model import load_model, load_tokenizer, resolve_model
 
@@ -74,20 +84,74 @@ class HFGenerator:
         # One decode at a time: the model is shared by the runner, the server and the trainer.
         self._lock = threading.Lock()
         self.prefix_cache = PrefixCache(prefix_cache_tokens)
+        self._version = 0
+        # Open streams, so a weight update can refuse while rows hold KV states of the old weights.
+        self._streams: weakref.WeakSet[HFStream] = weakref.WeakSet()
+        self._pack = pack_linears if pack_linears is not None else (model_obj is None and str(device) == "cpu")
         self.packed_linears = 0
-        if pack_linears if pack_linears is not None else (model_obj is None and str(device) == "cpu"):
-            from sparring.agents.cpu_linear import pack_linears as pack
+        self._repack()
 
-            self.packed_linears = pack(self.model)
+    @property
+    def weights_version(self) -> int:
+        """How many times :meth:`update_weights` has run (0 as built); recorded in every episode."""
+        return self._version
+
+    def update_weights(self, state_dict: Mapping[str, Any] | None = None) -> int:
+        """Sample from new weights from now on: load them, drop cached KV states, repack the linears.
+
+        Both caches are copies of the weights, so this is the only place that changes them: the
+        prefix cache's states were computed by the old weights, and the packed linear layers hold
+        their own reordered copy of each weight, which in-place changes to the parameters never reach.
+
+        Args:
+            state_dict: Tensors to copy into the model, by parameter name (the trainer's
+                ``model.state_dict()``, or part of it). None: the caller already changed the
+                model's parameters (an optimizer step or an in-place edit on a shared ``model_obj``).
+
+        Returns:
+            The new :attr:`weights_version`.
+
+        Raises:
+            SparringError: ``state_dict`` names tensors the model does not have.
+            RuntimeError: A stream still has rows decoding; their KV states belong to the old weights.
+        """
+        with self._lock:
+            busy = sum(stream.active for stream in self._streams)
+            if busy:
+                raise RuntimeError(
+                    f"cannot update the weights while {busy} rows of a stream are decoding (their KV states come "
+                    "from the old weights); update between runner runs, once every stream has finished."
+                )
+            if state_dict is not None:
+                self._load(state_dict)
+            self.prefix_cache.clear()
+            self._repack()
+            self._version += 1
+            return self._version
+
+    def _load(self, state_dict: Mapping[str, Any]) -> None:
+        """Copy ``state_dict`` into the model's parameters (a partial dict updates what it names)."""
+        unexpected = self.model.load_state_dict(dict(state_dict), strict=False).unexpected_keys
+        if unexpected:
+            raise SparringError(
+                f"the state dict names {len(unexpected)} tensors that {self.name} does not have "
+                f"({', '.join(unexpected[:3])}, ...); pass the policy's own model.state_dict()."
+            )
+
+    def _repack(self) -> None:
+        """Pack the linear layers again from the current parameters (when this generator packs)."""
+        if self._pack:
+            from sparring.agents.cpu_linear import pack_linears
+
+            self.packed_linears = pack_linears(self.model)
 
     def clear_cache(self) -> None:
-        """Drop cached KV states, and repack packed weights (both belong to the weights that made them)."""
+        """Drop the cached KV states (a cold start, e.g. for a benchmark); the weights stay as they are.
+
+        After changing the weights call :meth:`update_weights` instead: it also repacks the linears.
+        """
         with self._lock:
             self.prefix_cache.clear()
-            if self.packed_linears:
-                from sparring.agents.cpu_linear import pack_linears as pack
-
-                self.packed_linears = pack(self.model)
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Generation]:
         """Continue every prompt (see :class:`~sparring.agents.generation.Generator`).
@@ -101,7 +165,9 @@ class HFGenerator:
 
     def stream(self) -> HFStream:
         """A continuous batch for a caller that adds prompts while others are decoding (the runner)."""
-        return HFStream(self)
+        stream = HFStream(self)
+        self._streams.add(stream)
+        return stream
 
     def _generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Generation]:
         from sparring.agents.hf_batch import DecodeBatch, Request
@@ -187,16 +253,13 @@ def _eos_ids(tokenizer: Any, model: Any) -> list[int]:
     return sorted(set(int(i) for i in ids))
 
 
-#: What :meth:`HFStream.add` takes: (the caller's key, prompt ids, sampling of that prompt).
-StreamRequest = tuple[Hashable, Sequence[int], SamplingParams]
-
-
 class HFStream:
     """A continuous batch over an :class:`HFGenerator` (see :mod:`sparring.agents.hf_batch`).
 
-    ``add`` prefills prompts and lets them join; ``step`` decodes one token for every row. Both
-    return the ``(key, Generation)`` of the rows that finished. Each request's sampling carries
-    its own seed. The generator's lock is held during each call, not between calls.
+    The :class:`~sparring.agents.generation.GenerationStream` of the HF backend: ``add`` prefills
+    prompts and lets them join; ``step`` decodes one token for every row. Both return the
+    ``(key, Generation)`` of the rows that finished. Each request's sampling carries its own seed.
+    The generator's lock is held during each call, not between calls.
 
     Example:
         >>> stream = HFGenerator().stream()
@@ -217,9 +280,7 @@ class HFStream:
         """Rows still decoding."""
         return self._batch.active
 
-    def add(
-        self, requests: Sequence[tuple[Hashable, Sequence[int], SamplingParams]]
-    ) -> list[tuple[Hashable, Generation]]:
+    def add(self, requests: Sequence[StreamRequest]) -> list[tuple[Hashable, Generation]]:
         """Prefill ``(key, prompt ids, sampling)`` requests and let them join the batch."""
         from sparring.agents.hf_batch import Request
 
@@ -234,7 +295,6 @@ class HFStream:
 
 def _require_full_attention(model: Any, name: str) -> None:
     """Refuse, in one sentence, a model whose KV cache has layers the continuous batch cannot hold."""
-    from sparring import SparringError
     from sparring.agents.kv_cache import SlotLayer, slot_cache
 
     kinds = {type(layer).__name__ for layer in slot_cache(model.config).layers if not isinstance(layer, SlotLayer)}
@@ -243,3 +303,7 @@ def _require_full_attention(model: Any, name: str) -> None:
             f"model {name} has cache layers the HF backend cannot batch ({', '.join(sorted(kinds))}: sliding-window "
             "or linear attention); serve it with vLLM (`vllm serve`) and use the HTTP backend instead."
         )
+
+
+if TYPE_CHECKING:  # mypy holds the backend to the contract the runner relies on
+    _contract: type[StreamingGenerator] = HFGenerator

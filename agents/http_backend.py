@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparring import SparringError
 from sparring.agents.generation import ChatGenerator, Generation, Generator, SamplingParams, row_seed
@@ -242,3 +242,8 @@ def connect(
     if chat_only:
         return HTTPChatGenerator(base_url, model, api_key=api_key, timeout=timeout)
     return HTTPGenerator(base_url, model, tokenizer_name=tokenizer_name, api_key=api_key, timeout=timeout)
+
+
+if TYPE_CHECKING:  # mypy holds the backends to the contracts the runner relies on
+    _token_contract: type[Generator] = HTTPGenerator
+    _chat_contract: type[ChatGenerator] = HTTPChatGenerator

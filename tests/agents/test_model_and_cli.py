@@ -11,7 +11,7 @@ import pytest
 from sparring import SparringError
 from sparring.agents import model
 from sparring.agents.chat import ChatFormat, stop_strings, tool_instructions
-from sparring.agents.generation import make_generator
+from sparring.agents.factory import make_generator
 from tests.toy_env import SumEnv
 
 
@@ -48,7 +48,7 @@ def test_broken_wheel_is_removed_with_a_clear_error(tmp_path, monkeypatch):
 def test_tool_instructions_and_stop_strings():
     tools = SumEnv().tools
     text = tool_instructions(tools)
-    assert "- peek(index: integer): Show one hidden number." in text and "<answer>...</answer>" in text
+    assert "- peek(index: integer): Show one hidden number." in text and "<answer>12</answer>" in text and "..." not in text
     assert stop_strings(tools) == ("</tool_call>", "</answer>", "</peek>")
 
 
