@@ -394,7 +394,8 @@ def propose_spec(
     """A catalog entry for a project a user names, read from its sdists (nothing is built yet).
 
     The newest release is downloaded and inspected first, so a project without tests, or with
-    compiled extensions, is refused before the older releases are fetched.
+    compiled extensions, is refused before the older releases are fetched; then every older
+    release must ship tests too (more-itertools 11.2.0, between two releases with tests, has none).
 
     Args:
         name: PyPI project name.
@@ -404,7 +405,7 @@ def propose_spec(
         deps: Requirements besides pytest; default: the sdist's runtime and test requirements.
 
     Raises:
-        SparringError: Unknown project or version, no tests in the sdist, not pure Python.
+        SparringError: Unknown project or version, no tests in one of the sdists, not pure Python.
     """
     if split not in SPLITS:
         raise SparringError(f"unknown split {split!r}; use train or heldout.")
@@ -424,6 +425,15 @@ def propose_spec(
         raise SparringError(
             f"{name} is not pure Python (its sdist has compiled sources such as {shown}); "
             "the images install no compilers, so choose a pure-Python project."
+        )
+    # Every release is a state of the history that bugs may be injected into and reverted to, so
+    # each must ship the suite; the sdists are cached, so the build does not download them again.
+    untested = [v for v in versions[:-1] if not inspect_sdist(download_sdist(name, v)).test_files]
+    if untested:
+        raise SparringError(
+            f"the source distribution of {name} {', '.join(untested)} contains no tests, so that release of the "
+            f"series {', '.join(versions)} could not be checked; choose consecutive releases whose sdists all ship "
+            "the test suite (--versions)."
         )
     return RepoSpec(
         name=name,

@@ -182,6 +182,21 @@ def test_repos_add_refuses_a_project_without_tests(tmp_path: Path) -> None:
     assert not (tmp_path / "repos.toml").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_repos_add_refuses_a_series_with_one_release_without_tests(tmp_path: Path) -> None:
+    # more-itertools 11.2.0 shipped no tests, between two releases that did: the newest alone passes.
+    env = {**os.environ, "SPARRING_HOME": str(tmp_path)}
+    versions = "11.1.0,11.2.0,11.2.1"
+    cmd = [sys.executable, "-m", "sparring.cli", "repos", "add", "more-itertools", "--versions", versions]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240)
+    assert done.returncode == 2, done.stderr
+    message = " ".join(done.stderr.split())
+    assert "more-itertools 11.2.0 contains no tests" in message and "11.2.1" in message
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "repos.toml").exists()
+
+
 # ----------------------------------------------------------------------------------- images
 
 
