@@ -98,6 +98,7 @@ class TestRun:
         reported: pytest's own counts from its summary line (``{"passed": 3, "xfailed": 1, ...}``).
         output: The end of pytest's terminal output (decoded with replacement).
         detail: One line on why the status is not ``passed``; empty when it is.
+        timed_out_tests: Tests that failed by the per-test time limit (harness runs with one only).
     """
 
     __test__ = False  # not a pytest test class, despite the name
@@ -111,6 +112,7 @@ class TestRun:
     reported: dict[str, int] = field(default_factory=dict)
     output: str = ""
     detail: str = ""
+    timed_out_tests: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -143,6 +145,7 @@ class TestRun:
             "collection_errors": self.collection_errors,
             "reported": self.reported,
             "detail": self.detail,
+            "timed_out_tests": self.timed_out_tests,
         }
 
 

@@ -1,0 +1,312 @@
+"""The harness's own pytest run: the one test run whose result grading (and validation) may trust.
+
+:func:`harness_run` runs pytest on a list of test files in a sandbox whose ``/repo`` already holds
+the state to test, and returns a :class:`~sparring.envs.swe.testing.TestRun`. Nothing of the run is
+left to the repository, the artifact or the code under test:
+
+* **Its own configuration.** pytest gets ``-c`` with an ini the harness wrote outside ``/repo``
+  (:func:`pytest_ini`: the options of the repository's own configuration file, read from a state
+  the caller vouches for, minus ``addopts``, ``required_plugins`` and the other options that load
+  code or choose where to write), ``--rootdir=/repo`` and ``--confcutdir=/repo``, so no
+  ``pytest.ini``/``pytest.toml``/``pyproject.toml``/``tox.ini``/``setup.cfg`` of the tested tree
+  is read by pytest.
+* **Its own plugins.** ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` (no entry point of any ``dist-info``
+  or ``egg-info`` is loaded) and the plugins it needs named with ``-p`` (``pytest_timeout``),
+  imported before the repository is on ``sys.path``; ``-p no:cacheprovider``.
+* **Its own interpreter setup.** ``python -P -s -S`` under ``env -i``: no ``site`` (so no
+  ``.pth`` file and no ``sitecustomize``/``usercustomize``), no user site, no ``PYTHON*`` variable
+  of the image but the hash seed, a fixed ``sys.path`` (``/repo``, the image's PYTHONPATH, the
+  standard library, site-packages). ``-I`` is not used because it would also drop
+  ``PYTHONHASHSEED``, on which stable parametrised test ids depend.
+* **Its own user and record.** pytest runs as ``nobody`` (:data:`RUN_UID`), which owns nothing
+  in ``/repo`` and cannot write there, with no capabilities. Results come from the harness's
+  recorder plugin (``harness_boot.py``), which writes one JSON record to a pipe that only root can
+  open; no JUnit file is involved, so there is no report on disk for anything to rewrite.
+
+A run counts only if it **ended honestly**: pytest exited on its own (not killed) with an exit code
+equal to the session status in its record and consistent with it (0: every test passed or was
+skipped; 1: some failed; 2: collection errors; 5: nothing collected), the record's failure count
+equals pytest's own, every collected item reported, exactly one record came through the pipe and
+nothing else, and no process of the run user outlived pytest. After pytest exits every process of
+the run user is killed before the record is read. Anything else is status ``crash`` and its
+``tests`` are empty: a crash never counts as a pass.
+
+Example (validation or grading, on a fresh container whose ``/repo`` holds the state)::
+
+    ini = pytest_ini(sandbox, artifact.test_files)          # from a state whose config is the repository's own
+    ...                                                      # build the state to test
+    run = harness_run(sandbox, artifact.test_files, expected=expected, config=ini, timeout=300)
+    if run.status in HONEST_STATUSES and not run.missing: ...
+
+``harness_run`` never raises for anything the tested code does; it raises ``ValueError`` for a
+test path that is not a plain relative path inside ``/repo`` (callers check artifacts first).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shlex
+import tarfile
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from sparring.envs.swe.testing import TestRun, parse_pytest_summary
+
+__all__ = ["HONEST_STATUSES", "RUN_UID", "harness_run", "pytest_ini"]
+
+#: The account pytest runs as: ``nobody`` exists in every Debian image, owns no file of ``/repo``
+#: and, unlike the sandbox user, has no idle shell of the command server that could be taken for
+#: a process the run left behind.
+RUN_UID = 65534
+
+#: Plugins named explicitly with ``-p`` (autoloading is off); left out where the image lacks them.
+PLUGINS = ("pytest_timeout",)
+
+#: Statuses of a run that ended honestly: its ``tests`` are what pytest reported.
+HONEST_STATUSES = ("passed", "failed", "collection_error", "no_tests")
+
+#: Largest record read back (one line of JSON per run; a few hundred bytes per test).
+MAX_RECORD_BYTES = 32 << 20
+
+#: Bytes of pytest's terminal output kept in :attr:`TestRun.output` (the end, where the summary is).
+OUTPUT_TAIL = 8000
+
+_BOOT = Path(__file__).with_name("harness_boot.py")
+_ROOT = "/repo"
+_STATUS_LINE = re.compile(r"^sparring-harness rc=(\d+) strays=(\d+) alive=(\d+) bytes=(\d+)$", re.M)
+_PLAIN_PATH = re.compile(r"^[\w.+@-][\w./+@-]*(::.*)?$")
+
+
+def _check_paths(test_files: Sequence[str]) -> list[str]:
+    paths = [str(f).removeprefix("./") for f in test_files]
+    for p in paths:
+        file = p.split("::")[0]
+        if not _PLAIN_PATH.match(p) or file.startswith("/") or ".." in file.split("/") or "\n" in p or "\0" in p:
+            raise ValueError(f"not a plain test path inside {_ROOT}: {p!r}")
+    if not paths:
+        raise ValueError("no test files given")
+    return paths
+
+
+def _harness_tar(folder: str, files: dict[str, bytes]) -> bytes:
+    """The harness's folder: root's (0755, files 0644), a private ``priv/`` and the run user's ``home/``."""
+    buf = io.BytesIO()
+    now = int(time.time())
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, mode, uid in ((folder, 0o755, 0), (f"{folder}/priv", 0o700, 0), (f"{folder}/home", 0o700, RUN_UID)):
+            info = tarfile.TarInfo(name)
+            info.type, info.mode, info.uid, info.gid, info.mtime = tarfile.DIRTYPE, mode, uid, uid, now
+            tar.addfile(info)
+        for name, data in files.items():
+            info = tarfile.TarInfo(f"{folder}/{name}")
+            info.size, info.mode, info.mtime = len(data), 0o644, now
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _put_boot(sandbox: Any, token: str, files: dict[str, bytes] | None = None) -> str:
+    """Copy the harness's folder (``boot.py`` and ``files``) into the container; returns its path."""
+    folder = f"sparring-harness-{token}"
+    sandbox.put_archive("/tmp", _harness_tar(folder, {"boot.py": _BOOT.read_bytes(), **(files or {})}))
+    return f"/tmp/{folder}"
+
+
+def pytest_ini(sandbox: Any, test_files: Sequence[str]) -> str:
+    """The harness's ini for ``test_files``, from the repository configuration in the container's ``/repo`` now.
+
+    Call it on a state whose configuration files are the repository's own (the image's, with the
+    bug applied: validation refuses a bug that changes one), before anything an agent wrote is
+    copied in. It runs as root, reading the files as data only.
+
+    Raises:
+        RuntimeError: The configuration could not be read.
+    """
+    paths = _check_paths(test_files)
+    folder = _put_boot(sandbox, uuid.uuid4().hex)
+    try:
+        r = sandbox.exec(
+            f"python3 -I {folder}/boot.py ini {_ROOT} " + " ".join(shlex.quote(p) for p in paths),
+            workdir="/",
+            user="root",
+            timeout=60,
+        )
+    finally:
+        sandbox.exec(f"rm -rf {folder}", workdir="/", user="root", timeout=30)
+    if not r.ok or "[pytest]" not in r.stdout:
+        raise RuntimeError(f"could not read the repository's pytest configuration: {(r.stderr or r.stdout)[-300:]}")
+    return r.stdout
+
+
+def _command(folder: str, paths: list[str], config: str | None, hash_seed: int | None) -> str:
+    live = f"ps -o pid=,stat= -u {RUN_UID} | awk '$2 !~ /^Z/ {{print $1}}'"
+    ini = (
+        ""
+        if config is not None
+        else f"python3 -I {folder}/boot.py ini {_ROOT} {' '.join(shlex.quote(p) for p in paths)} "
+        f"> {folder}/pytest.ini 2> {folder}/ini.err || {{ echo 'sparring-harness: no ini'; exit 0; }}\n"
+    )
+    seed = "${PYTHONHASHSEED:-0}" if hash_seed is None else str(int(hash_seed))
+    return f"""set -u
+F={folder}
+{ini}mkfifo -m 600 $F/priv/record.fifo
+cat < $F/priv/record.fifo > $F/priv/record & reader=$!
+cd {_ROOT}
+env -i PATH="$PATH" LANG="${{LANG:-C.UTF-8}}" HOME=$F/home PYTHONHASHSEED={seed} PYTHONDONTWRITEBYTECODE=1 \\
+  PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 setpriv --reuid={RUN_UID} --regid={RUN_UID} --clear-groups --inh-caps=-all -- \\
+  python -P -s -S $F/boot.py run $F/run.json "${{PYTHONPATH:-}}" < /dev/null > $F/output 2>&1 3> $F/priv/record.fifo
+rc=$?
+strays=$({live} | wc -l)
+for _ in $(seq 400); do pids=$({live}); [ -z "$pids" ] && break; kill -KILL $pids 2>/dev/null; sleep 0.005; done
+alive=$({live} | wc -l)
+if [ "$alive" = 0 ]; then wait $reader; else kill -KILL $reader; fi
+echo "sparring-harness rc=$rc strays=$strays alive=$alive bytes=$(stat -c %s $F/priv/record)"
+tail -c {OUTPUT_TAIL} $F/output >&2
+"""
+
+
+def harness_run(
+    sandbox: Any,
+    test_files: Sequence[str],
+    *,
+    expected: Iterable[str] = (),
+    timeout: float = 300.0,
+    config: str | None = None,
+    hash_seed: int | None = None,
+    test_timeout: float | None = None,
+) -> TestRun:
+    """Run pytest on ``test_files`` in ``sandbox``'s ``/repo`` the harness's way, and judge how it ended.
+
+    Args:
+        sandbox: A started :class:`~sparring.containers.sandbox.Sandbox` holding the state to test.
+        test_files: Test files (or node ids ``file::test``), relative to ``/repo``.
+        expected: Test ids that must appear; those absent are listed in ``missing``.
+        timeout: Seconds for the whole run; past it the run is killed (status ``timeout``).
+        config: The ini from :func:`pytest_ini`, read from a state the caller vouches for; None
+            reads it from ``/repo`` as it is now (fine where nothing an agent wrote is there).
+        hash_seed: ``PYTHONHASHSEED`` of the run; None keeps the image's (0), which test ids rely on.
+        test_timeout: Seconds one test may take (pytest-timeout's ``signal`` method: the test
+            fails and is listed in :attr:`TestRun.timed_out_tests`); None sets no per-test limit.
+
+    Returns:
+        The :class:`TestRun`. ``status`` is ``crash`` (with ``detail`` saying why, and no
+        ``tests``) for any run that did not end honestly (see the module docstring); ``timeout``
+        when it ran out of time; else ``passed``, ``failed``, ``collection_error`` or ``no_tests``
+        (:data:`HONEST_STATUSES`).
+
+    Raises:
+        ValueError: A test path is not a plain relative path inside ``/repo``.
+    """
+    paths = _check_paths(test_files)
+    token = uuid.uuid4().hex
+    folder = f"/tmp/sparring-harness-{token}"
+    args = [
+        *("-c", f"{folder}/pytest.ini", f"--rootdir={_ROOT}", f"--confcutdir={_ROOT}"),
+        *("-p", "no:cacheprovider", "--color=no", "-o", "console_output_style=classic"),
+        *(("--timeout", f"{test_timeout:g}", "--timeout-method", "signal") if test_timeout else ()),
+        *(f"{_ROOT}/{p}" for p in paths),
+    ]
+    spec = {"token": token, "root": _ROOT, "plugins": list(PLUGINS), "args": args}
+    files = {"run.json": json.dumps(spec).encode()}
+    if config is not None:
+        files["pytest.ini"] = config.encode()
+    _put_boot(sandbox, token, files)
+    result = sandbox.exec(_command(folder, paths, config, hash_seed), workdir="/", user="root", timeout=timeout)
+    record: bytes | None = None
+    status = _STATUS_LINE.search(result.stdout)
+    if status and int(status.group(4)) <= MAX_RECORD_BYTES:
+        try:
+            record = sandbox.get_file(f"{folder}/priv/record")
+        except Exception:  # the container broke meanwhile: judged below as a crash
+            record = None
+    # After a timeout the command's process group is gone, but a process of the run may have left it.
+    sandbox.exec(f"pkill -KILL -u {RUN_UID}; rm -rf {folder}", workdir="/", user="root", timeout=30)
+    run = _judge(result, status, record, token)
+    run.missing = sorted(set(expected) - set(run.tests))
+    return run
+
+
+def _crash(run: TestRun, why: str) -> TestRun:
+    run.status, run.detail, run.tests, run.collection_errors, run.timed_out_tests = "crash", why, {}, [], []
+    return run
+
+
+def _judge(result: Any, status: re.Match[str] | None, record_bytes: bytes | None, token: str) -> TestRun:
+    """The :class:`TestRun` of a finished command: the record if the run ended honestly, else ``crash``."""
+    output = result.stderr
+    run = TestRun(status="crash", seconds=float(result.seconds), output=output, reported=parse_pytest_summary(output))
+    if result.timed_out:
+        run.status = "timeout"
+        run.detail = f"the test run did not finish within the time limit ({result.seconds:.0f} s)"
+        return run
+    if status is None:
+        why = (result.stdout + result.stderr).strip()[-300:]
+        return _crash(run, f"the harness's run did not complete (exit {result.exit_code}): {why}")
+    rc, strays, alive, size = (int(g) for g in status.groups())
+    run.exit_code = rc
+    if size > MAX_RECORD_BYTES:
+        return _crash(run, f"the run's record holds {size} bytes, over the {MAX_RECORD_BYTES} read back")
+    if rc >= 128:
+        return _crash(run, f"pytest was killed by signal {rc - 128}")
+    if strays or alive:
+        return _crash(run, f"{strays} process(es) of the test run were still running after pytest exited (killed)")
+    record, why = _parse_record(record_bytes, token)
+    if record is None:
+        return _crash(run, why)
+    if record["exitstatus"] != rc:
+        return _crash(run, f"pytest exited with {rc}, but its session ended with status {record['exitstatus']}")
+    if record["failed_reports"] != record["testsfailed"]:
+        return _crash(
+            run, f"the recorder saw {record['failed_reports']} failure(s), pytest counted {record['testsfailed']}"
+        )
+    tests: dict[str, str] = record["tests"]
+    bad = sum(s in ("failed", "error") for s in tests.values())
+    unreported = [i for i in record["items"] if i not in tests]
+    if rc in (0, 1) and unreported:
+        return _crash(run, f"{len(unreported)} collected test(s) never reported, e.g. {unreported[0]}")
+    run.tests, run.collection_errors, run.timed_out_tests = tests, record["collection_errors"], record["timeouts"]
+    if rc == 0 and (bad or not tests or record["collection_errors"]):
+        return _crash(run, f"pytest exited with 0 although {bad} test(s) failed or nothing ran")
+    if rc == 1 and not bad:
+        return _crash(run, "pytest exited with 1 (tests failed) but no test failed")
+    if rc == 2:
+        if not record["collection_errors"]:
+            return _crash(run, "pytest was interrupted")
+        run.status = "collection_error"
+        run.detail = f"{len(run.collection_errors)} test module(s) could not be collected"
+        return run
+    if rc == 5:
+        run.status, run.detail = "no_tests", "pytest collected no tests"
+        return run
+    if rc not in (0, 1):
+        return _crash(run, f"pytest ended with exit code {rc} (internal or usage error)")
+    run.status = "passed" if rc == 0 else "failed"
+    run.detail = "" if rc == 0 else f"{bad} test(s) failed or errored"
+    return run
+
+
+def _parse_record(data: bytes | None, token: str) -> tuple[dict[str, Any] | None, str]:
+    """The run's record if the pipe carried exactly one well-formed record of this run, else (None, why)."""
+    if not data:
+        return None, "pytest ended without writing its record (killed, exited early, or its descriptor was closed)"
+    lines = data.split(b"\n")
+    if len(lines) != 2 or lines[1]:
+        return None, "the record's pipe carried more than one record, or data besides it"
+    try:
+        record = json.loads(lines[0])
+    except ValueError:
+        return None, "the record is not JSON"
+    fields = {"token": str, "exitstatus": int, "testsfailed": int, "failed_reports": int, "items": list,
+              "tests": dict, "collection_errors": list, "timeouts": list}  # fmt: skip
+    if not isinstance(record, dict) or any(not isinstance(record.get(k), t) for k, t in fields.items()):
+        return None, "the record lacks a field or has one of the wrong type"
+    if record["token"] != token:
+        return None, "the record belongs to another run"
+    statuses = ("passed", "failed", "error", "skipped")
+    if not all(isinstance(k, str) and v in statuses for k, v in record["tests"].items()):
+        return None, "the record holds a status that is not passed/failed/error/skipped"
+    return record, ""

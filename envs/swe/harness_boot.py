@@ -1,0 +1,280 @@
+"""The harness's half of a test run, inside the container (see :mod:`sparring.envs.swe.harness`).
+
+The host never imports this file: :func:`~sparring.envs.swe.harness.harness_run` copies it into a
+root-owned folder of the container and runs it. It needs the standard library, and pytest where it
+runs the tests. Two commands:
+
+``python3 -I harness_boot.py ini ROOT FILE...`` (as root, on a state whose pytest configuration is
+    the repository's own) prints the harness's ``pytest.ini``: the options of the configuration
+    file pytest would pick for FILE... (searched from their common folder up to ROOT), without the
+    ones that load code or write files (:data:`DROPPED_OPTIONS`), relative ``pythonpath`` entries
+    made absolute. The repository's file is read as data and never used by pytest itself.
+
+``python -P -s -S harness_boot.py run SPEC IMAGE_PYTHONPATH`` (as the run user) runs pytest with
+    ``site`` off (no ``.pth`` file, no ``sitecustomize``/``usercustomize``), no user site and no
+    script folder on ``sys.path``; it adds the interpreter's site-packages without processing its
+    ``.pth`` files, imports pytest and the plugins SPEC names *before* the repository is on
+    ``sys.path`` (so no module of the repository can shadow them), then puts ROOT and the image's
+    PYTHONPATH entries first, as ``python -m pytest`` would, and runs ``pytest.main`` with those
+    plugins and the recorder below as plugin objects (none is imported by name once the
+    repository is on the path).
+
+The recorder keeps every report pytest gives (collection and test phases) and, when pytest
+unconfigures, writes ONE line of JSON to file descriptor 3: the token of the run, pytest's exit
+status and failure count, the collected items and each test's status. The harness reads that
+descriptor through a pipe only root can open, so no other process can rewrite what was written,
+only add to it, which the harness refuses.
+"""
+
+import json
+import os
+import sys
+
+#: pytest's configuration files, in the order pytest looks for them in each folder.
+CONFIG_FILES = ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+
+#: Options the harness never takes from the repository: they load code (``addopts`` may hold
+#: ``-p``, ``required_plugins`` demands plugins) or choose places the run would write to or search
+#: (the harness gives the files, the rootdir and the conftest limit itself).
+DROPPED_OPTIONS = frozenset(
+    {"addopts", "required_plugins", "cache_dir", "confcutdir", "testpaths", "rootdir", "log_file", "junit_suite_name"}
+)
+
+#: Options whose entries are paths relative to the configuration file's folder.
+PATH_OPTIONS = frozenset({"pythonpath"})
+
+#: Modules imported before the repository is on ``sys.path``, when present: pytest's own
+#: dependencies, which pytest imports lazily by name.
+PRELOAD = ("pluggy", "iniconfig", "packaging", "packaging.version", "_pytest._py.path", "pygments")
+
+
+# ----------------------------------------------------------------------------------- configuration
+
+
+def _ini_sections(path):
+    """The sections of an INI-style file as pytest reads it (``iniconfig``, else ``configparser``)."""
+    try:
+        import iniconfig
+
+        parsed = iniconfig.IniConfig(path)
+        return {name: dict(parsed[name].items()) for name in parsed.sections}
+    except ImportError:
+        import configparser
+
+        parser = configparser.ConfigParser(interpolation=None, strict=False)
+        parser.read(path, encoding="utf-8")
+        return {name: dict(parser[name]) for name in parser.sections()}
+
+
+def _toml(path):
+    import tomllib
+
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+def read_options(path):
+    """pytest's options in the configuration file ``path``, or None where pytest would not use that file."""
+    name = os.path.basename(path)
+    if name in ("pytest.toml", ".pytest.toml"):
+        return dict(_toml(path).get("pytest", {}))
+    if name == "pyproject.toml":
+        tool = _toml(path).get("tool", {}).get("pytest")
+        if not isinstance(tool, dict):
+            return None
+        native = {k: v for k, v in tool.items() if k != "ini_options"}
+        return native or dict(tool.get("ini_options") or {})
+    sections = _ini_sections(path)
+    if name in ("pytest.ini", ".pytest.ini"):
+        return sections.get("pytest", {})  # a dedicated file counts even without the section
+    return sections.get("tool:pytest" if name == "setup.cfg" else "pytest")
+
+
+def find_config(root, files):
+    """(path, options) of the configuration file pytest would pick for ``files``, searching up to ``root``."""
+    root = os.path.abspath(root)
+    folders = [os.path.dirname(os.path.abspath(os.path.join(root, f.split("::")[0]))) for f in files] or [root]
+    folder = os.path.commonpath(folders)
+    if folder != root and not folder.startswith(root + os.sep):
+        folder = root
+    while True:
+        for name in CONFIG_FILES:
+            candidate = os.path.join(folder, name)
+            if os.path.isfile(candidate) and not os.path.islink(candidate):
+                try:
+                    options = read_options(candidate)
+                except Exception:  # pytest would stop on a broken file; the harness runs without it
+                    options = None
+                if options is not None:
+                    return candidate, options
+        if folder == root:
+            return None, {}
+        folder = os.path.dirname(folder)
+
+
+def _lines(value):
+    if isinstance(value, bool):
+        return ["true" if value else "false"]
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    return [line for line in str(value).splitlines() if line.strip()] or [""]
+
+
+def harness_ini(root, files):
+    """The text of the harness's ``pytest.ini`` for ``files`` (see the module docstring)."""
+    path, options = find_config(root, files)
+    out = [f"# written by the sparring harness from {path or 'no configuration file'}", "[pytest]"]
+    for key, value in options.items():
+        if key in DROPPED_OPTIONS:
+            continue
+        lines = _lines(value)
+        if key in PATH_OPTIONS and path:
+            base = os.path.dirname(path)
+            lines = [os.path.normpath(os.path.join(base, p)) for line in lines for p in line.split()]
+        if len(lines) == 1:
+            out.append(f"{key} = {lines[0]}")
+        else:
+            out.append(f"{key} =")
+            out.extend(f"    {line}" for line in lines)
+    return "\n".join(out) + "\n"
+
+
+# ------------------------------------------------------------------------------------------ running
+
+_SEVERITY = {"skipped": 0, "passed": 1, "failed": 2, "error": 3}
+
+
+def _status(report):
+    """A test phase's report as one of passed / failed / error / skipped, or None when it says nothing."""
+    if report.when == "call":
+        if report.passed:
+            return "passed"  # a non-strict xpass too, as pytest's JUnit report has it
+        return "failed" if report.failed else "skipped"  # an xfail counts as skipped
+    if report.failed:
+        return "error"  # setup or teardown failed
+    return "skipped" if report.skipped else None
+
+
+def make_recorder(pytest, fd, token):
+    """The plugin object that records every report and writes the record to ``fd`` at unconfigure."""
+
+    class Recorder:
+        def __init__(self):
+            self.session = None
+            self.tests = {}
+            self.items = []
+            self.collection_errors = []
+            self.failed_reports = 0
+            self.timeouts = set()
+
+        def _set(self, nodeid, status):
+            previous = self.tests.get(nodeid)
+            if previous is None or _SEVERITY[status] > _SEVERITY[previous]:
+                self.tests[nodeid] = status
+
+        def _count(self, report):
+            # exactly how pytest's Session counts ``testsfailed``: the record must agree with it
+            if report.failed and not hasattr(report, "wasxfail"):
+                self.failed_reports += 1
+
+        def pytest_sessionstart(self, session):
+            self.session = session
+
+        def pytest_collectreport(self, report):
+            self._count(report)
+            if report.failed:
+                nodeid = report.nodeid or "."
+                self.collection_errors.append(nodeid)
+                self._set(nodeid, "error")
+            elif report.skipped and report.nodeid:
+                self._set(report.nodeid, "skipped")  # a module skipped as a whole
+
+        def pytest_collection_finish(self, session):
+            self.items = [item.nodeid for item in session.items]
+
+        def pytest_runtest_logreport(self, report):
+            self._count(report)
+            status = _status(report)
+            if status is not None:
+                self._set(report.nodeid, status)
+            if report.failed and "from pytest-timeout" in (report.longreprtext or ""):
+                self.timeouts.add(report.nodeid)
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_unconfigure(self, config):
+            session = self.session
+            record = {
+                "token": token,
+                "exitstatus": None if session is None else int(session.exitstatus),
+                "testsfailed": None if session is None else session.testsfailed,
+                "testscollected": None if session is None else session.testscollected,
+                "failed_reports": self.failed_reports,
+                "items": self.items,
+                "tests": self.tests,
+                "collection_errors": sorted(set(self.collection_errors)),
+                "timeouts": sorted(self.timeouts),
+            }
+            view = memoryview((json.dumps(record) + "\n").encode())
+            while view:
+                view = view[os.write(fd, view) :]
+            os.close(fd)
+
+    return Recorder()
+
+
+def run(spec_path, image_pythonpath):
+    """Run pytest as the module docstring says; returns its exit status."""
+    with open(spec_path, encoding="utf-8") as f:
+        spec = json.load(f)
+    fd = 3
+    os.set_inheritable(fd, False)  # a test's subprocess does not get the record's pipe
+    import sysconfig
+
+    # With site off the interpreter does not know it runs in a virtual environment (site reads
+    # pyvenv.cfg): take the environment beside the executable, and its folders without their .pth files.
+    prefix = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
+    in_venv = os.path.isfile(os.path.join(prefix, "pyvenv.cfg"))
+    scheme = "venv" if in_venv and "venv" in sysconfig.get_scheme_names() else sysconfig.get_default_scheme()
+    for key in ("purelib", "platlib"):
+        folder = sysconfig.get_path(key, scheme, vars={"base": prefix, "platbase": prefix} if in_venv else None)
+        if folder and folder not in sys.path:
+            sys.path.append(folder)
+    import importlib
+
+    import pytest
+
+    args = list(spec["args"])
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:
+            pass
+    plugins = [make_recorder(pytest, fd, spec["token"])]
+    for name in spec["plugins"]:
+        try:
+            # given to pytest as a module object: ``-p NAME`` would make pytest import it by name
+            # (and warn that it is already imported, an error under ``filterwarnings = error``)
+            plugins.append(importlib.import_module(name))
+        except Exception:
+            continue  # not installed in this image: its options stay unknown
+    entries = [spec["root"], *(p for p in image_pythonpath.split(os.pathsep) if p)]
+    sys.path[:0] = list(dict.fromkeys(os.path.abspath(p) for p in entries))
+    if image_pythonpath:
+        os.environ["PYTHONPATH"] = image_pythonpath  # as the image gives it to the tests' subprocesses
+    code = pytest.main(args, plugins=plugins)
+    sys.stdout.flush()
+    return int(code)
+
+
+def main(argv):
+    if argv[:1] == ["ini"] and len(argv) >= 2:
+        sys.stdout.write(harness_ini(argv[1], argv[2:]))
+        return 0
+    if argv[:1] == ["run"] and len(argv) == 3:
+        return run(argv[1], argv[2])
+    sys.stderr.write("usage: harness_boot.py ini ROOT FILE... | run SPEC IMAGE_PYTHONPATH\n")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
