@@ -227,7 +227,8 @@ class TextEnv(gym.Env[str, str]):
         else:
             info["tool"] = call.name  # the runner records it as Turn.tool
         if self._done:
-            info["outcome"] = self._outcome
+            # The outcome reward travels with the outcome, so a trainer can tell it from turn rewards.
+            info["outcome"] = self._outcome | {"reward": self._outcome_reward}
         self._transcript += [action, obs]
         return obs, reward, terminated, truncated, info
 

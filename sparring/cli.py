@@ -27,6 +27,7 @@ COMMAND_MODULES = [
     "sparring.agents.cli",
     "sparring.envs.swe.repos.cli",
     "sparring.envs.swe.bugs.cli",
+    "sparring.training.cli",
 ]
 
 def _modules() -> list:

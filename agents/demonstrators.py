@@ -1,0 +1,184 @@
+"""Scripted agents that play each role well enough to teach it: the warm start's demonstrators.
+
+They act only through the env's tools, like a model would, so the runner records their episodes
+in the same format and the trainer learns from the successful ones (DESIGN §5, warm start):
+
+* :class:`DefinitionSearchAgent` (search solver): search the quoted definition when the question
+  has one (else the whole question), answer the first result's title;
+* :class:`DefinitionProposerAgent` (search proposer): search the seed answer, read its entry,
+  search the definition, ask for the term the definition describes;
+* :class:`KnownFixAgent` (SWE solver): apply the reverse of the bug's diff with ``bash``, submit;
+* :class:`StoredBugAgent` (SWE injector): write a validated procedural bug's five artifact files
+  with ``bash`` and submit them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["DefinitionProposerAgent", "DefinitionSearchAgent", "KnownFixAgent", "StoredBugAgent"]
+
+_QUOTED = re.compile(r'"([^"]{12,})"')
+_DOC = re.compile(r"(?:<information>)?Doc \d+ \(Title: (.*?)\) (.*?)(?:</information>)?$")
+#: What an entry puts before its definition: the headword, a pronunciation, part-of-speech tags.
+_HEADING = re.compile(r"^.*?(?:\b(?:n|v|adj|adv|a|vt|vi)\b\.?\s*(?:\d+:)?|\d+:)\s*", re.IGNORECASE)
+_EOF = "SPARRING_EOF"
+
+
+def _docs(observation: str) -> list[tuple[str, str]]:
+    """(title, text) of each document in a search result."""
+    return [(m.group(1), m.group(2)) for m in map(_DOC.match, observation.splitlines()) if m]
+
+
+class DefinitionSearchAgent:
+    """Search the question's quoted definition (or the question), then answer the top title."""
+
+    name = "definition-search"
+
+    def __init__(self) -> None:
+        """No state beyond the current question."""
+        self._question = ""
+        self._searched = False
+
+    def reset(self, observation: str, info: dict[str, Any]) -> None:
+        """Read the question of the new episode."""
+        task = info.get("task") or {}
+        self._question = str(task.get("question") or observation.rsplit("Question:", 1)[-1]).strip()
+        self._searched = False
+
+    def act(self, observation: str, info: dict[str, Any]) -> str:
+        """Search once; then answer the first result's title."""
+        if not self._searched:
+            self._searched = True
+            quoted = _QUOTED.search(self._question)
+            return f"<search>{quoted.group(1) if quoted else self._question}</search>"
+        docs = _docs(observation)
+        return f"<answer>{docs[0][0] if docs else ''}</answer>"
+
+
+class DefinitionProposerAgent:
+    """Search the seed answer, find its entry, search its definition, ask which term it describes."""
+
+    name = "definition-proposer"
+
+    def __init__(self) -> None:
+        """No state beyond the current seed answer."""
+        self._answer = ""
+        self._sentence = ""
+        self._turn = 0
+
+    def reset(self, observation: str, info: dict[str, Any]) -> None:
+        """Read the seed answer of the new episode."""
+        self._answer = str((info.get("task") or {}).get("answer", ""))
+        self._sentence = ""
+        self._turn = 0
+
+    def act(self, observation: str, info: dict[str, Any]) -> str:
+        """Three turns: search the answer, search its definition, write the question."""
+        from sparring.envs.search.scoring import normalize_answer
+
+        self._turn += 1
+        if self._turn == 1:
+            return f"<search>{self._answer}</search>"
+        if self._turn == 2:
+            docs = _docs(observation)
+            own = [text for title, text in docs if normalize_answer(title) == normalize_answer(self._answer)]
+            self._sentence = _definition(own[0], self._answer) if own else ""
+            return f"<search>{self._sentence or self._answer + ' meaning'}</search>"
+        if not self._sentence:
+            return "<question>I could not find a definition to ask about.</question>"
+        return f'<question>Which term is described as "{self._sentence}"?</question>'
+
+
+def _definition(text: str, answer: str) -> str:
+    """The first sentence of an entry's definition, without its heading; empty if it names the answer."""
+    from sparring.envs.search.scoring import answer_in_text
+
+    text = " ".join(text.split())
+    if text.lower().startswith(answer.lower()):
+        text = text[len(answer) :]
+    text = re.sub(r"\\[^\\]{1,40}\\,?|\[[^\]]{0,400}\]|\([^)]{0,40}\)", " ", text)  # pronunciation, etymology
+    heading = _HEADING.match(text)
+    if heading and heading.end() < 80:
+        text = text[heading.end() :]
+    text = re.sub(r"^\s*\d+\.\s*", "", text)  # a numbered first sense
+    sentence = re.split(r"(?<=[.;!?])\s|\s\d+:\s|\s\[", text.strip(), maxsplit=1)[0].strip(" ;.")
+    if len(sentence) < 15 or answer_in_text(answer, sentence):
+        return ""
+    return sentence[:200]
+
+
+class KnownFixAgent:
+    """Apply the reverse of the task's bug diff to the code (never the tests), then submit."""
+
+    name = "known-fix"
+
+    def __init__(self) -> None:
+        """No state beyond the current task's fix."""
+        self._fix = ""
+        self._turn = 0
+
+    def reset(self, observation: str, info: dict[str, Any]) -> None:
+        """Read the bug's diff from the repair task."""
+        from sparring.envs.swe.bugs.artifact import reverse_diff
+
+        artifact = (info.get("task") or {}).get("artifact") or {}
+        fix = reverse_diff(str(artifact.get("bug_inject_diff", "")))
+        self._fix = fix if fix.endswith("\n") else fix + "\n"
+        self._turn = 0
+
+    def act(self, observation: str, info: dict[str, Any]) -> str:
+        """Write the fix's diff, apply it; then submit."""
+        self._turn += 1
+        if self._turn == 1:
+            return (
+                f"<bash>cat > /tmp/fix.diff <<'{_EOF}'\n{self._fix}{_EOF}\n"
+                "cd /repo && git apply /tmp/fix.diff && git status --short</bash>"
+            )
+        return "<submit>reverted the faulty change</submit>"
+
+
+class StoredBugAgent:
+    """Write a stored, validated bug of the task's repository as an artifact folder, then submit it.
+
+    Args:
+        bugs: Repository name -> artifact dicts (``BugArtifact.to_dict()``) to choose from.
+        seed: Which of a repository's bugs each episode takes (in turn).
+    """
+
+    name = "stored-bug"
+
+    def __init__(self, bugs: dict[str, list[dict[str, Any]]], seed: int = 0):
+        """Remember the bugs to replay."""
+        self.bugs = bugs
+        self._next = seed
+        self._artifact: dict[str, Any] | None = None
+        self._turn = 0
+
+    def reset(self, observation: str, info: dict[str, Any]) -> None:
+        """Pick a bug of the task's repository."""
+        choices = self.bugs.get(str((info.get("task") or {}).get("repo", "")), [])
+        self._artifact = choices[self._next % len(choices)] if choices else None
+        self._next += 1
+        self._turn = 0
+
+    def act(self, observation: str, info: dict[str, Any]) -> str:
+        """One bash call writes the five files; the next submits the folder."""
+        self._turn += 1
+        if self._artifact is None:
+            return "<submit>/tmp/none</submit>"
+        if self._turn > 1:
+            return "<submit>/tmp/bug</submit>"
+        a = self._artifact
+        files = {
+            "test_script.sh": a["test_script"],
+            "test_files.txt": "".join(f"{f}\n" for f in a["test_files"]),
+            "bug_inject.diff": a["bug_inject_diff"],
+            "test_weaken.diff": a["test_weaken_diff"],
+        }
+        if a.get("test_parser"):
+            files["test_parser.py"] = a["test_parser"]
+        writes = "".join(f"cat > /tmp/bug/{name} <<'{_EOF}'\n{text}{'' if text.endswith(chr(10)) else chr(10)}{_EOF}\n"
+                         for name, text in files.items())  # fmt: skip
+        return f"<bash>mkdir -p /tmp/bug\n{writes}ls /tmp/bug</bash>"

@@ -1,0 +1,246 @@
+"""Settings of ``sparring train``: one dataclass, YAML presets, and ``key=value`` overrides.
+
+Every field has one line of help (its attribute docstring), which ``sparring train --help-config``
+prints; a preset (``training/presets/NAME.yaml``) sets some fields and ``key=value`` arguments set
+more. An unknown key or a value of the wrong type is one sentence naming it.
+
+Defaults follow the papers where one applies: the asymmetric clip 0.2 / 0.28 (DAPO), group
+sizes 8 (SWE, Self-play SWE-RL) and 5 (search, Search Self-Play), the search proposer's reward
+``1 − solve rate`` and 0 when invalid (SSP), a replay buffer of valid tasks cleared every 10
+iterations (SSP).
+
+Example:
+    >>> config = load_config("cpu-demo", ["iterations=2", "games=search"])
+    >>> config.iterations, config.games
+    (2, ['search'])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparring import SparringError
+
+__all__ = ["GAMES", "PRESETS_DIR", "TrainConfig", "config_help", "load_config", "presets"]
+
+#: Games the trainer plays (each has a proposer and a solver role).
+GAMES = ("search", "swe")
+#: Folder of the YAML presets.
+PRESETS_DIR = Path(__file__).parent / "presets"
+
+
+@dataclass
+class TrainConfig:
+    """Everything one training run needs; ``sparring train --preset NAME key=value ...`` fills it."""
+
+    model: str = "default"
+    """Policy: 'default' (SmolLM2-135M-Instruct), a hub id or a local folder."""
+    games: list[str] = field(default_factory=lambda: ["search", "swe"])
+    """Games to co-train in one run: search, swe, or both (e.g. games=search,swe)."""
+    iterations: int = 4
+    """Self-play iterations after the warm start."""
+    proposals: int = 4
+    """Proposer episodes per game and iteration."""
+    search_group: int = 5
+    """Solver attempts per search task (G; SSP uses 5)."""
+    swe_group: int = 8
+    """Solver attempts per SWE task (G; Self-play SWE-RL uses 8)."""
+    swe_tasks: str = "mix"
+    """Where SWE solver tasks come from: policy (the injector's valid bugs), procedural (the bug store), mix."""
+    drawn_tasks: int = 2
+    """Solver tasks per game and iteration drawn from the env's own source (training questions, stored bugs)."""
+    order2: bool = False
+    """Turn failed SWE repairs of valid bugs into order-2 bugs for later iterations."""
+    search_max_turns: int = 4
+    """Turn limit of search episodes."""
+    swe_max_turns: int = 6
+    """Turn limit of SWE episodes."""
+    max_new_tokens: int = 64
+    """Tokens generated per turn at most."""
+    max_context_tokens: int = 2048
+    """An episode that would outgrow this many tokens is ended as overlong."""
+    temperature: float = 1.0
+    """Sampling temperature of self-play episodes."""
+    concurrency: int = 8
+    """Episodes played at once."""
+    episode_seconds: float = 300.0
+    """Wall-clock limit per episode; an episode over it ends as a timeout."""
+    overlong: str = "mask"
+    """Overlong and timed-out episodes: mask (no loss) or score (trained on with their reward)."""
+    retries: int = 1
+    """Fresh-env retries of an episode that ended in an infrastructure error before its group is dropped."""
+    lr: float = 1e-6
+    """Learning rate of self-play updates (AdamW)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping norm."""
+    micro_batch_tokens: int = 4096
+    """Tokens per forward/backward pass; an update accumulates gradients over its micro-batches."""
+    updates_per_iteration: int = 1
+    """Optimizer steps per iteration (the iteration's episodes split into this many mini-batches)."""
+    gamma: float = 1.0
+    """Discount of turn rewards in the return-to-go."""
+    lam: float = 0.5
+    """Weight λ of the turn advantage in A = A^O + λ·A^T."""
+    std_scale: bool = True
+    """Divide group-centred rewards by the group's standard deviation."""
+    clip_low: float = 0.2
+    """PPO clip below 1 (DAPO: 0.2)."""
+    clip_high: float = 0.28
+    """PPO clip above 1 (DAPO's clip-higher: 0.28)."""
+    kl_coef: float = 0.0
+    """Weight of the k3 KL penalty to the reference (the model at the start of self-play); 0: no reference."""
+    tis_cap: float = 2.0
+    """Cap of the truncated importance weight between the generator's and the trainer's logprobs."""
+    proposer_weight: float = 1.0
+    """Loss weight of proposer tokens."""
+    solver_weight: float = 1.0
+    """Loss weight of solver tokens."""
+    drop_zero_variance: bool = True
+    """Drop groups whose rewards are all equal (no learning signal; dynamic sampling)."""
+    replay_clear_every: int = 10
+    """Clear the replay buffer of valid tasks every this many iterations (SSP: 10)."""
+    warm_start: bool = True
+    """Begin with supervised training on successful episodes of the scripted agents."""
+    warm_start_episodes: int = 48
+    """Scripted episodes played per game and role for the warm start."""
+    warm_start_epochs: int = 2
+    """Passes over the warm-start demonstrations."""
+    warm_start_lr: float = 5e-5
+    """Learning rate of the warm start."""
+    checkpoint_every: int = 1
+    """Save a checkpoint every this many iterations (the warm start saves one too)."""
+    out: str = "runs/train"
+    """Run folder: checkpoints, TensorBoard metrics, summary and plot."""
+    seed: int = 0
+    """Seed of task draws, sampling and the model's updates."""
+    threads: int | None = None
+    """Torch CPU threads (None: torch's choice)."""
+    bf16: bool = False
+    """Train in bfloat16 autocast where the device has it (GPUs); CPU runs stay float32."""
+    max_episode_memory_gib: float = 0.0
+    """Unused on CPU; reserved for GPU presets (0: no limit)."""
+
+
+def _field_types() -> dict[str, Any]:
+    return typing.get_type_hints(TrainConfig)
+
+
+def config_help() -> dict[str, str]:
+    """Field name -> its help line (the attribute docstrings)."""
+    from sparring.config_cli import field_docs
+
+    return field_docs(TrainConfig)
+
+
+def presets() -> list[str]:
+    """Names of the bundled presets."""
+    return sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
+
+
+def _coerce(key: str, value: Any, hint: Any) -> Any:
+    """``value`` (from YAML or a ``key=value`` string) as the field's type, or one sentence why not."""
+    origin = typing.get_origin(hint)
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    optional = (isinstance(hint, types.UnionType) or origin is typing.Union) and len(args) == 1
+    if optional:
+        if value is None or (isinstance(value, str) and value.lower() in {"none", "null", ""}):
+            return None
+        return _coerce(key, value, args[0])
+    if origin is list:
+        items = value.split(",") if isinstance(value, str) else value
+        if not isinstance(items, list):
+            raise SparringError(f"config key {key!r} takes a list (a,b or a YAML list), not {value!r}.")
+        return [
+            _coerce(key, item.strip() if isinstance(item, str) else item, args[0] if args else str) for item in items
+        ]
+    try:
+        if hint is bool:
+            if isinstance(value, bool):
+                return value
+            if str(value).lower() in {"true", "1", "yes", "on"}:
+                return True
+            if str(value).lower() in {"false", "0", "no", "off"}:
+                return False
+            raise ValueError
+        if hint is int and isinstance(value, float) and not value.is_integer():
+            raise ValueError
+        return hint(value)
+    except (TypeError, ValueError):
+        name = getattr(hint, "__name__", str(hint))
+        raise SparringError(f"config key {key!r} takes a {name}, not {value!r}.") from None
+
+
+def _apply(config: TrainConfig, values: dict[str, Any], where: str) -> None:
+    hints = _field_types()
+    for key, value in values.items():
+        if key not in hints:
+            close = difflib.get_close_matches(key, list(hints), n=3)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise SparringError(
+                f"unknown config key {key!r} in {where}{hint}; `sparring train --help-config` lists them."
+            )
+        setattr(config, key, _coerce(key, value, hints[key]))
+
+
+def _check(config: TrainConfig) -> None:
+    unknown = [g for g in config.games if g not in GAMES]
+    if unknown or not config.games:
+        raise SparringError(f"games must be some of {', '.join(GAMES)}, not {config.games}.")
+    choices = {"swe_tasks": ("policy", "procedural", "mix"), "overlong": ("mask", "score")}
+    for key, allowed in choices.items():
+        if getattr(config, key) not in allowed:
+            raise SparringError(
+                f"config key {key!r} must be one of {', '.join(allowed)}, not {getattr(config, key)!r}."
+            )
+    positive = ("iterations", "search_group", "swe_group", "concurrency", "micro_batch_tokens", "updates_per_iteration")
+    for key in positive:
+        if getattr(config, key) < (0 if key == "iterations" else 1):
+            raise SparringError(f"config key {key!r} must be positive, not {getattr(config, key)}.")
+    if not 0 <= config.clip_low < 1 or config.clip_high < 0:
+        raise SparringError(
+            f"clip_low must be in [0, 1) and clip_high non-negative, not {config.clip_low}/{config.clip_high}."
+        )
+
+
+def load_config(preset: str | None = None, overrides: list[str] | None = None) -> TrainConfig:
+    """The defaults, then preset ``preset`` (a name or a YAML path), then ``key=value`` overrides.
+
+    Raises:
+        SparringError: An unknown preset or key, a malformed override, or a bad value.
+    """
+    import yaml
+
+    config = TrainConfig()
+    if preset:
+        path = Path(preset) if preset.endswith((".yaml", ".yml")) else PRESETS_DIR / f"{preset}.yaml"
+        if not path.is_file():
+            raise SparringError(f"no preset {preset!r}; use one of {', '.join(presets())} or a YAML file path.")
+        try:
+            values = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise SparringError(f"preset {path} is not valid YAML ({str(e).splitlines()[0]}).") from None
+        if not isinstance(values, dict):
+            raise SparringError(f"preset {path} must be a mapping of config keys to values.")
+        _apply(config, values, f"preset {path.name}")
+    parsed: dict[str, Any] = {}
+    for item in overrides or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SparringError(f"override {item!r} is not key=value (e.g. iterations=3).")
+        parsed[key.strip()] = value.strip()
+    _apply(config, parsed, "the command line")
+    _check(config)
+    return config
+
+
+def to_dict(config: TrainConfig) -> dict[str, Any]:
+    """The config as plain data (saved with every checkpoint)."""
+    return dataclasses.asdict(config)

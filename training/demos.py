@@ -1,0 +1,139 @@
+"""The warm start's demonstrations: scripted agents play every role, the successful episodes are kept.
+
+A model that cannot yet call a tool (SmolLM2-135M: 0 of 100 held-out search episodes) gets every
+reward equal and learns nothing from RL, so training begins with supervised learning on episodes
+the project's scripted agents (:mod:`sparring.agents.demonstrators`) played through the same envs.
+Only episodes that succeeded are kept (solver: solved; proposer: a valid proposal), and each is
+tokenised exactly as the runner tokenises a policy's episode (the chat template once, then the
+actions and the template's deltas), so the loss sees the policy's own token format. The
+demonstrations are made at run time, never stored in the repository.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from sparring.agents.chat import ChatFormat, append_tokens
+from sparring.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
+from sparring.envs.core import Episode
+from sparring.training.config import TrainConfig
+from sparring.training.game import GAMES, solved
+
+__all__ = ["DemoStats", "demonstrations", "tokenize_episode"]
+
+
+@dataclass
+class DemoStats:
+    """How many demonstrations each role played and kept."""
+
+    played: dict[str, int] = field(default_factory=dict)
+    kept: dict[str, int] = field(default_factory=dict)
+
+    def success_rate(self) -> dict[str, float]:
+        """Kept over played, per ``domain/role``."""
+        return {k: self.kept.get(k, 0) / n for k, n in self.played.items() if n}
+
+
+def tokenize_episode(chat: ChatFormat, episode: Episode, tools: list[dict[str, Any]]) -> Episode:
+    """Give a scripted (text-only) episode the token buffer the runner builds for a policy's episode.
+
+    Action tokens carry behaviour logprob 0 (no model sampled them); supervised learning ignores it.
+    """
+    episode.token_ids, episode.token_turn, episode.action_mask, episode.logprobs = [], [], [], []
+    messages = chat.prompt_messages(episode.prompt, tools)
+    append_tokens(episode, chat.encode(chat.prompt_text(messages, tools)), -1, action=False)
+    for t, turn in enumerate(episode.turns):
+        append_tokens(episode, chat.encode(turn.action), t, action=True)
+        if t < len(episode.turns) - 1:
+            text = chat.observation_text(turn.observation, action_closed_by=None)
+            append_tokens(episode, chat.encode(text), t + 1, action=False)
+    return episode
+
+
+def _proposal_ok(episode: Episode) -> bool:
+    return episode.error is None and bool(episode.outcome.get("valid"))
+
+
+def _stored_bugs(split: str = "train") -> dict[str, list[dict[str, Any]]]:
+    """Validated bugs of the stored repositories, as artifact dicts, by repository."""
+    from sparring.envs.swe.bugs.store import load_repair_tasks
+
+    bugs: dict[str, list[dict[str, Any]]] = {}
+    for task in load_repair_tasks(split=split):
+        bugs.setdefault(task["repo"], []).append(task["artifact"])
+    return bugs
+
+
+def _plans(config: TrainConfig, policy: Any) -> list[tuple[str, str, str, Callable[[Any], Any], dict, Callable]]:
+    """(game, role, env id, agent factory, env kwargs, success test) of every role to demonstrate."""
+    from sparring.agents.demonstrators import (
+        DefinitionProposerAgent,
+        DefinitionSearchAgent,
+        KnownFixAgent,
+        StoredBugAgent,
+    )
+
+    plans = []
+    if "search" in config.games:
+        game = GAMES["search"]
+        plans.append(("search", "solver", game.solver_env, lambda spec: DefinitionSearchAgent(), {}, solved))
+        kwargs = game.proposer_kwargs(policy, config)
+        plans.append(
+            ("search", "proposer", game.proposer_env, lambda spec: DefinitionProposerAgent(), kwargs, _proposal_ok)
+        )
+    if "swe" in config.games:
+        game = GAMES["swe"]
+        plans.append(("swe", "solver", game.solver_env, lambda spec: KnownFixAgent(), {}, solved))
+        bugs = _stored_bugs()
+        if bugs:
+            repos = sorted(bugs)
+            plans.append(
+                ("swe", "proposer", game.proposer_env, lambda spec: StoredBugAgent(bugs, seed=spec.seed or 0),
+                 {"repos": repos, "strategies": ("direct",)}, _proposal_ok)
+            )  # fmt: skip
+    return plans
+
+
+def demonstrations(
+    config: TrainConfig, policy: Any, rng: np.random.Generator, episodes: int | None = None
+) -> tuple[list[Episode], DemoStats]:
+    """Play the scripted demonstrators of every role of ``config.games``; keep and tokenise the successes.
+
+    Args:
+        config: The run's settings (games, turn limits, ``warm_start_episodes``).
+        policy: The generator, whose tokenizer and chat template the demonstrations are written in
+            (and which validates search proposals, as in self-play).
+        rng: Draws the tasks.
+        episodes: Episodes per role (default ``config.warm_start_episodes``; SWE roles play a quarter:
+            each costs container time).
+    """
+    import gymnasium as gym
+
+    chat = ChatFormat(policy.tokenizer)
+    stats = DemoStats()
+    kept: list[Episode] = []
+    n = episodes if episodes is not None else config.warm_start_episodes
+    for domain, role, env_id, agent, kwargs, ok in _plans(config, policy):
+        turns = GAMES[domain].max_turns(config)
+        count = n if domain == "search" else max(1, n // 4)
+
+        def make(env_id: str = env_id, turns: int = turns, kwargs: dict = kwargs) -> Any:
+            return gym.make(env_id, max_turns=turns, **kwargs)
+
+        seeds = rng.integers(0, 2**31 - 1, size=count)
+        runner = EpisodeRunner(agent, RunnerConfig(concurrency=config.concurrency, progress=False))
+        played = runner.run([EpisodeSpec(make, seed=int(s), env_id=env_id) for s in seeds])
+        env = make()
+        try:
+            tools = list(env.unwrapped.tools)
+        finally:
+            env.close()
+        good = [tokenize_episode(chat, ep, tools) for ep in played if ok(ep)]
+        stats.played[f"{domain}/{role}"] = len(played)
+        stats.kept[f"{domain}/{role}"] = len(good)
+        kept += good
+    return kept, stats

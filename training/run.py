@@ -1,0 +1,142 @@
+"""``sparring train``: warm start, then self-play iterations, with checkpoints, metrics and a summary.
+
+The loop, per iteration: for each game, play (:func:`~sparring.training.game.play_iteration`),
+update the policy on that game's rollouts (:meth:`~sparring.training.trainer.Trainer.reinforce`),
+log; then save a checkpoint every ``checkpoint_every`` iterations. ``resume=True`` continues from
+the run folder's latest checkpoint, so a crash loses at most the iteration in flight.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from sparring import SparringError
+from sparring.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from sparring.training.config import TrainConfig
+from sparring.training.demos import demonstrations
+from sparring.training.metrics import MetricsLog, plot, read_log, summary_table
+from sparring.training.trainer import Trainer, UpdateStats
+
+__all__ = ["run_training"]
+
+
+def _peak_rss_gib() -> float:
+    """Peak resident memory of this process so far, in GiB (ru_maxrss is KiB on Linux)."""
+    scale = 1 if sys.platform == "darwin" else 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**30
+
+
+def _update_metrics(prefix: str, stats: UpdateStats) -> dict[str, float]:
+    values = {
+        f"{prefix}/loss": stats.loss,
+        f"{prefix}/tokens": stats.tokens,
+        f"{prefix}/sequences": stats.sequences,
+        f"{prefix}/seconds": stats.seconds,
+        f"{prefix}/dropped_zero_variance_groups": stats.dropped_zero_variance,
+    }
+    values |= {f"{prefix}/{k}": v for k, v in (stats.extra or {}).items()}
+    if stats.seconds:
+        values["speed/train_tokens_per_s"] = stats.tokens / stats.seconds
+    return values
+
+
+def warm_start(trainer: Trainer, console: Console, metrics: MetricsLog) -> None:
+    """Supervised training on the scripted demonstrators' successful episodes (once per run)."""
+    cfg = trainer.config
+    t0 = time.perf_counter()
+    demos, stats = demonstrations(cfg, trainer.generator, trainer.rng)
+    rates = ", ".join(f"{k} {stats.kept[k]}/{n}" for k, n in stats.played.items())
+    console.print(f"warm start: {len(demos)} demonstrations kept ({rates}) in {time.perf_counter() - t0:.0f} s")
+    values: dict[str, float] = {f"warm_start/kept/{k}": v for k, v in stats.kept.items()}
+    values |= {f"warm_start/success_rate/{k}": v for k, v in stats.success_rate().items()}
+    if demos:
+        update = trainer.supervised(demos, cfg.warm_start_epochs, cfg.warm_start_lr)
+        values |= _update_metrics("warm_start", update)
+        console.print(f"warm start: {update.tokens} action tokens, final NLL {update.loss:.3f}, {update.seconds:.0f} s")
+    else:
+        console.print("[yellow]warm start: no scripted episode succeeded; self-play starts from the model as it is[/]")
+    trainer.warm_started = True
+    metrics.log(0, trainer.reduce(values) | {"memory/peak_rss_gib": _peak_rss_gib()})
+
+
+def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | None = None) -> dict[str, Any]:
+    """Run ``config`` to the end (or on from its latest checkpoint); returns the summary.
+
+    Args:
+        config: The run's settings.
+        resume: Continue from the latest checkpoint in ``config.out`` (an error if there is none).
+        trainer: A trainer built by the caller (tests pass one with a tiny model).
+    """
+    console = Console(stderr=True)
+    out = Path(config.out)
+    checkpoint = latest_checkpoint(out) if resume else None
+    if resume and checkpoint is None:
+        raise SparringError(f"no checkpoint to resume in {out / 'checkpoints'}; run without --resume to start.")
+    if not resume and latest_checkpoint(out) is not None:
+        raise SparringError(f"{out} already holds a run; pass --resume to continue it or out=NEW_FOLDER to start anew.")
+    t0 = time.perf_counter()
+    trainer = trainer or Trainer(config)
+    main = trainer.accelerator.is_main_process
+    metrics = MetricsLog(out, enabled=main)
+    if checkpoint is not None:
+        load_checkpoint(trainer, checkpoint)
+        console.print(f"resumed from {checkpoint} (iteration {trainer.iteration})")
+    console.print(
+        f"policy: {config.model}, games: {', '.join(config.games)}, loaded in {time.perf_counter() - t0:.0f} s"
+    )
+    if config.warm_start and not trainer.warm_started:
+        warm_start(trainer, console, metrics)
+        save_checkpoint(trainer)
+    trainer.warm_started = True
+    trainer.freeze_reference()
+    progress = Progress(
+        TextColumn("[bold]iteration"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console,
+        disable=not main,
+    )  # fmt: skip
+    with progress:
+        bar = progress.add_task("train", total=config.iterations, completed=trainer.iteration)
+        while trainer.iteration < config.iterations:
+            values: dict[str, float] = {}
+            for game in config.games:
+                t_play = time.perf_counter()
+                rollouts, stats = trainer.play(game)
+                play_seconds = time.perf_counter() - t_play
+                values |= {f"{game}/{k}": v for k, v in stats.items()}
+                values[f"{game}/seconds_play"] = play_seconds
+                generated = sum(sum(r.episode.action_mask) for r in rollouts)
+                values[f"{game}/generated_tokens"] = generated
+                update = trainer.reinforce(rollouts)
+                values |= {f"{game}/{k}": v for k, v in _update_metrics("update", update).items()}
+                values[f"{game}/seconds_update"] = update.seconds
+                if play_seconds:
+                    values["speed/generate_tokens_per_s"] = generated / play_seconds
+            for key in list(values):
+                for game in config.games:
+                    if key.startswith(f"{game}/update/"):
+                        values.setdefault(key.replace(f"{game}/", "", 1), values[key])
+            values["memory/peak_rss_gib"] = _peak_rss_gib()
+            values["weights_version"] = trainer.generator.weights_version
+            trainer.iteration += 1
+            metrics.log(trainer.iteration, trainer.reduce(values))
+            progress.update(bar, completed=trainer.iteration)
+            if trainer.iteration % max(1, config.checkpoint_every) == 0 or trainer.iteration == config.iterations:
+                save_checkpoint(trainer)
+    metrics.close()
+    rows = read_log(out)
+    summary: dict[str, Any] = {"iterations": trainer.iteration, "seconds": time.perf_counter() - t0, "out": str(out)}
+    if main:
+        table = summary_table(rows)
+        Console(stderr=True, width=120).print(table)
+        picture = plot(rows, out / "summary.png")
+        summary["plot"] = str(picture) if picture else None
+        latest = latest_checkpoint(out)
+        summary["checkpoint"] = str(latest / "model") if latest else None
+        console.print(f"done in {summary['seconds']:.0f} s; plot: {summary['plot']}; model: {summary['checkpoint']}")
+    return summary

@@ -1,0 +1,80 @@
+"""Episodes as training sequences, and the policy's logprobs of their action tokens.
+
+An episode's token buffer (prompt, then per turn the sampled ids and the observation's ids) is
+fed to the model as one sequence; only the action tokens are scored. The model computes logits
+only at the positions that predict an action token (``logits_to_keep``), so a 2,000-token
+episode with 200 action tokens costs 200 rows of the 49k-wide vocabulary, not 2,000: that keeps
+a CPU run of SmolLM2 within a few GiB.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from sparring.envs.core import Episode
+
+__all__ = ["Sequence", "action_logprobs", "to_sequence"]
+
+
+@dataclass
+class Sequence:
+    """One episode ready for the loss: ids, the positions of its action tokens and their per-token data."""
+
+    input_ids: torch.Tensor
+    """[T] the episode's whole buffer."""
+    targets: torch.Tensor
+    """[N] indices t of the action tokens (predicted from position t − 1)."""
+    behaviour_logprobs: torch.Tensor
+    """[N] the generator's logprobs of those tokens when it sampled them."""
+    advantages: torch.Tensor
+    """[N] advantage of each action token."""
+    weight: float = 1.0
+    """Loss weight of this episode's tokens (per-role weights)."""
+
+    @property
+    def tokens(self) -> int:
+        return int(self.targets.numel())
+
+
+def to_sequence(episode: Episode, token_advantages: list[float] | None = None, weight: float = 1.0) -> Sequence:
+    """The action tokens of ``episode`` (the first token is never one: a prompt comes first).
+
+    Args:
+        episode: A token-exact episode (its ``token_ids``, ``action_mask`` and ``logprobs``).
+        token_advantages: One advantage per token of the buffer (0 where unused); None for zeros
+            (supervised warm start).
+        weight: Loss weight of the episode's tokens.
+    """
+    mask = torch.tensor(episode.action_mask, dtype=torch.bool)
+    mask[0] = False  # nothing predicts the first token
+    targets = torch.nonzero(mask).flatten()
+    adv = torch.tensor(token_advantages, dtype=torch.float32)[targets] if token_advantages is not None else None
+    return Sequence(
+        input_ids=torch.tensor(episode.token_ids, dtype=torch.long),
+        targets=targets,
+        behaviour_logprobs=torch.tensor(episode.logprobs, dtype=torch.float32)[targets],
+        advantages=adv if adv is not None else torch.zeros(len(targets)),
+        weight=weight,
+    )
+
+
+def action_logprobs(model: torch.nn.Module, seq: Sequence, temperature: float = 1.0) -> torch.Tensor:
+    """[N] the model's logprobs of ``seq``'s action tokens (with grad when grad is enabled).
+
+    ``temperature`` scales the logits as the generator did when sampling, so the ratio to the
+    behaviour logprobs compares like with like.
+    """
+    ids = seq.input_ids.unsqueeze(0).to(_device(model))
+    positions = (seq.targets - 1).to(ids.device)  # the position whose logits predict each target
+    out = model(input_ids=ids, logits_to_keep=positions, use_cache=False)
+    logits = out.logits[0].float()
+    if temperature and temperature != 1.0:
+        logits = logits / temperature
+    logprobs = torch.log_softmax(logits, dim=-1)
+    return logprobs.gather(-1, ids[0, seq.targets.to(ids.device)].unsqueeze(-1)).squeeze(-1)
+
+
+def _device(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device

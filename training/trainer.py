@@ -1,0 +1,281 @@
+"""The co-trainer: one policy plays proposer and solver in every game and learns from all of them.
+
+Per iteration and game (:mod:`sparring.training.game`): play, assign rewards, then
+
+1. credit (:mod:`sparring.training.credit`): outcome advantages per group (never mixing domains or
+   roles), turn advantages from the turn rewards, ``A = A^O + λ·A^T`` on every action token;
+2. optionally drop groups whose rewards are all equal (no signal);
+3. PPO-clip updates (:mod:`sparring.training.loss`) over the iteration's episodes, each episode one
+   forward pass that scores only its action tokens (:mod:`sparring.training.sequences`), gradients
+   accumulated to a token-level mean over the mini-batch;
+4. the generator samples from the new weights from then on (``update_weights``: its KV prefix cache
+   and packed linear layers are copies of the old ones).
+
+The policy and its generator share one model in one process. The trainer runs on accelerate from
+the start, so ``accelerate launch`` (DDP, one env pool and generator per rank) needs no other code:
+each rank plays its own episodes, gradients are averaged across ranks, metrics are reduced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from sparring.envs.core import Episode
+from sparring.training.config import TrainConfig
+from sparring.training.credit import outcome_advantages, token_advantages, turn_advantages, zero_variance_groups
+from sparring.training.game import GAMES, ReplayBuffer, Rollout, play_iteration
+from sparring.training.loss import LossConfig, policy_loss
+from sparring.training.sequences import Sequence, action_logprobs, to_sequence
+
+__all__ = ["Trainer", "UpdateStats"]
+
+
+@dataclass
+class UpdateStats:
+    """What one update did."""
+
+    loss: float = 0.0
+    tokens: int = 0
+    sequences: int = 0
+    seconds: float = 0.0
+    dropped_zero_variance: int = 0
+    extra: dict[str, float] | None = None
+
+
+class Trainer:
+    """Co-trains one policy on the games of ``config``; see the module docstring.
+
+    Args:
+        config: The run's settings.
+        model: An already loaded causal LM to train (tests pass a tiny one); None loads ``config.model``.
+        tokenizer: Its tokenizer, with ``model``.
+    """
+
+    def __init__(self, config: TrainConfig, model: Any = None, tokenizer: Any = None):
+        """Load the policy, build the generator on the same weights, the optimizer and the run folder."""
+        from accelerate import Accelerator
+        from accelerate.utils import set_seed
+
+        from sparring.agents.hf_backend import HFGenerator
+        from sparring.agents.model import load_model, load_tokenizer
+
+        self.config = config
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        self.accelerator = Accelerator(
+            cpu=not torch.cuda.is_available(), mixed_precision="bf16" if config.bf16 else "no"
+        )
+        self.rank = self.accelerator.process_index
+        set_seed(config.seed + self.rank)
+        self.out = Path(config.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        name = None if config.model in ("", "default") else config.model
+        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(name)
+        loaded = model if model is not None else load_model(name, device=str(self.accelerator.device))
+        self.optimizer = torch.optim.AdamW(loaded.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.model, self.optimizer = self.accelerator.prepare(loaded, self.optimizer)
+        self.policy_model = self.accelerator.unwrap_model(self.model)
+        self.generator = HFGenerator(
+            model_obj=self.policy_model,
+            tokenizer=self.tokenizer,
+            device=str(self.accelerator.device),
+            pack_linears=str(self.accelerator.device) == "cpu",
+        )
+        self.generator.name = str(config.model)
+        self.loss_config = LossConfig(config.clip_low, config.clip_high, config.kl_coef, config.tis_cap)
+        self.reference: torch.nn.Module | None = None
+        self.rng = np.random.default_rng(config.seed + 1000 * self.rank)
+        self.replay = {name: ReplayBuffer(config.replay_clear_every) for name in config.games}
+        self.iteration = 0
+        self.warm_started = False
+
+    # ------------------------------------------------------------------------------- updates
+
+    @contextlib.contextmanager
+    def _training(self) -> Any:
+        """Autograd-capable layers for the update, then the generator moves to the new weights."""
+        from sparring.agents.cpu_linear import unpack_linears
+
+        unpack_linears(self.policy_model)
+        self.model.train()
+        try:
+            yield
+        finally:
+            self.model.eval()
+            self.generator.update_weights()  # drops stale KV prefixes, repacks the linears
+
+    def _set_lr(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def _step(self, sequences: list[Sequence], score: Any) -> tuple[float, int]:
+        """One optimizer step over ``sequences``: ``score(seq, token_count)`` gives each one's loss share.
+
+        Every rank takes the same number of steps; a rank with nothing to learn from backpropagates a
+        zero that touches every parameter, so the gradient all-reduce still meets.
+        """
+        total_tokens = sum(s.tokens for s in sequences)
+        total_loss = 0.0
+        self.optimizer.zero_grad(set_to_none=True)
+        usable = [s for s in sequences if s.tokens]
+        if not usable:
+            zero = sum(p.sum() for p in self.model.parameters()) * 0.0
+            self.accelerator.backward(zero)
+        for i, seq in enumerate(usable):
+            sync = i == len(usable) - 1
+            with contextlib.nullcontext() if sync else self.accelerator.no_sync(self.model):
+                loss = score(seq, total_tokens)
+                self.accelerator.backward(loss)
+            total_loss += float(loss.detach())
+        if self.config.max_grad_norm > 0:
+            self.accelerator.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
+        self.optimizer.step()
+        return total_loss, total_tokens
+
+    def supervised(self, episodes: list[Episode], epochs: int, lr: float) -> UpdateStats:
+        """The warm start's update: mean negative log-likelihood of the action tokens (token-level)."""
+        sequences = [to_sequence(ep) for ep in episodes if any(ep.action_mask)]
+        stats = UpdateStats(extra={})
+        t0 = time.perf_counter()
+        self._set_lr(lr)
+        batch = max(1, self.config.micro_batch_tokens)
+        with self._training():
+            for epoch in range(epochs):
+                order = self.rng.permutation(len(sequences))
+                for chunk in _chunks([sequences[i] for i in order], batch):
+
+                    def nll(seq: Sequence, count: int) -> torch.Tensor:
+                        return -action_logprobs(self.model, seq).sum() / max(1, count)
+
+                    loss, tokens = self._step(chunk, nll)
+                    stats.loss, stats.tokens = loss, stats.tokens + tokens
+                assert stats.extra is not None
+                stats.extra[f"epoch{epoch}_nll"] = stats.loss
+        self._set_lr(self.config.lr)
+        stats.sequences, stats.seconds = len(sequences), time.perf_counter() - t0
+        return stats
+
+    def credit(self, rollouts: list[Rollout]) -> tuple[list[Rollout], list[np.ndarray], int]:
+        """Token advantages of ``rollouts`` (after dropping zero-variance groups when configured)."""
+        cfg = self.config
+        dropped = 0
+        if cfg.drop_zero_variance and rollouts:
+            flat = zero_variance_groups([r.reward for r in rollouts], [r.group for r in rollouts])
+            dropped = len(flat)
+            rollouts = [r for r in rollouts if r.group not in flat]
+        if cfg.overlong == "mask":
+            rollouts = [r for r in rollouts if r.reason not in ("overlong", "timeout")]
+        rollouts = [r for r in rollouts if r.episode.token_ids]
+        if not rollouts:
+            return [], [], dropped
+        groups = [r.group for r in rollouts]
+        a_out = outcome_advantages([r.reward for r in rollouts], groups, std_scale=cfg.std_scale)
+        a_turn = turn_advantages([r.turn_rewards for r in rollouts], groups, gamma=cfg.gamma, std_scale=cfg.std_scale)
+        tokens = token_advantages(
+            [r.episode.token_turn for r in rollouts], [r.episode.action_mask for r in rollouts], a_out, a_turn, cfg.lam
+        )
+        return rollouts, tokens, dropped
+
+    def reinforce(self, rollouts: list[Rollout]) -> UpdateStats:
+        """PPO-clip updates on one iteration's rollouts."""
+        cfg = self.config
+        t0 = time.perf_counter()
+        kept, advantages, dropped = self.credit(rollouts)
+        weight = {"proposer": cfg.proposer_weight, "solver": cfg.solver_weight}
+        sequences = [
+            to_sequence(r.episode, list(a), weight.get(r.role, 1.0)) for r, a in zip(kept, advantages, strict=True)
+        ]
+        stats = UpdateStats(dropped_zero_variance=dropped, sequences=len(sequences), extra={})
+        temperature = cfg.temperature if cfg.temperature > 0 else 1.0
+        with self._training():
+            old: list[torch.Tensor] = []
+            if cfg.updates_per_iteration > 1:  # later mini-batches need the logprobs before the first step
+                with torch.no_grad():
+                    old = [action_logprobs(self.model, s, temperature) for s in sequences]
+            parts = np.array_split(np.arange(len(sequences)), cfg.updates_per_iteration)
+            for part in parts:
+                chunk = [sequences[int(i)] for i in part]
+                olds = {id(sequences[int(i)]): old[int(i)] for i in part} if old else {}
+                collected: list[dict[str, float]] = []
+
+                def ppo(
+                    seq: Sequence, count: int, olds: dict[int, torch.Tensor] = olds, collected: list = collected
+                ) -> torch.Tensor:
+                    logp = action_logprobs(self.model, seq, temperature)
+                    before = olds.get(id(seq), logp.detach())
+                    ref = None
+                    if self.reference is not None:
+                        with torch.no_grad():
+                            ref = action_logprobs(self.reference, seq, temperature).unsqueeze(0)
+                    loss, info = policy_loss(
+                        logp.unsqueeze(0),
+                        before.unsqueeze(0),
+                        seq.behaviour_logprobs.unsqueeze(0).to(logp.device),
+                        seq.advantages.unsqueeze(0).to(logp.device),
+                        torch.ones_like(logp, dtype=torch.bool).unsqueeze(0),
+                        weights=torch.full_like(logp, seq.weight).unsqueeze(0),
+                        ref_logprobs=ref,
+                        config=self.loss_config,
+                        token_count=count,
+                    )
+                    collected.append(info | {"weight": float(seq.tokens)})
+                    return loss
+
+                loss, tokens = self._step(chunk, ppo)
+                stats.loss += loss
+                stats.tokens += tokens
+                assert stats.extra is not None
+                for key in ("clip_frac_low", "clip_frac_high", "ratio_mean", "ratio_dev", "kl", "tis_mean"):
+                    values = [(c.get(key, 0.0), c["weight"]) for c in collected]
+                    total = sum(w for _, w in values)
+                    if total:
+                        stats.extra[key] = sum(v * w for v, w in values) / total
+        stats.seconds = time.perf_counter() - t0
+        return stats
+
+    # ------------------------------------------------------------------------------- the run
+
+    def play(self, game_name: str) -> tuple[list[Rollout], dict[str, float]]:
+        """One iteration of one game with the current policy."""
+        result = play_iteration(
+            GAMES[game_name], self.generator, self.config, self.iteration, self.rng, self.replay[game_name]
+        )
+        return result.rollouts, result.stats
+
+    def freeze_reference(self) -> None:
+        """Keep a frozen copy of the policy as the KL reference (only when the KL is on)."""
+        if self.config.kl_coef > 0 and self.reference is None:
+            import copy
+
+            self.reference = copy.deepcopy(self.policy_model).eval()
+            for p in self.reference.parameters():
+                p.requires_grad_(False)
+
+    def reduce(self, values: dict[str, float]) -> dict[str, float]:
+        """Mean of each metric across ranks (the same on every rank)."""
+        if self.accelerator.num_processes == 1 or not values:
+            return values
+        keys = sorted(values)
+        tensor = torch.tensor([float(values[k]) for k in keys], device=self.accelerator.device)
+        reduced = self.accelerator.reduce(tensor, reduction="mean")
+        return {k: float(v) for k, v in zip(keys, reduced.tolist(), strict=True)}
+
+
+def _chunks(sequences: list[Sequence], tokens: int) -> list[list[Sequence]]:
+    """Consecutive groups of sequences with at most ``tokens`` action tokens each (at least one sequence)."""
+    chunks: list[list[Sequence]] = [[]]
+    count = 0
+    for seq in sequences:
+        if chunks[-1] and count + seq.tokens > tokens:
+            chunks.append([])
+            count = 0
+        chunks[-1].append(seq)
+        count += seq.tokens
+    return [c for c in chunks if c]
