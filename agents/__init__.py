@@ -6,7 +6,7 @@ Nothing here imports torch at import time; the HF and vLLM backends load it when
 from __future__ import annotations
 
 from sparring.agents.chat import ChatFormat, token_roles
-from sparring.agents.episodes import episodes_to_dataset, read_jsonl, write_jsonl
+from sparring.agents.episodes import SCHEMA_VERSION, Episode, episodes_to_dataset, read_jsonl, write_jsonl
 from sparring.agents.factory import BACKENDS, make_generator
 from sparring.agents.generation import (
     ChatGenerator,
@@ -22,9 +22,11 @@ from sparring.agents.scripted import Agent, RandomToolAgent, ReplayAgent
 
 __all__ = [
     "BACKENDS",
+    "SCHEMA_VERSION",
     "Agent",
     "ChatFormat",
     "ChatGenerator",
+    "Episode",
     "EpisodeRunner",
     "EpisodeSpec",
     "Generation",

@@ -24,11 +24,10 @@ from rich.console import Console
 from rich.table import Table
 
 from sparring import SparringError
-from sparring.agents.episodes import write_jsonl
+from sparring.agents.episodes import Episode, write_jsonl
 from sparring.agents.factory import make_generator
 from sparring.agents.generation import SamplingParams
 from sparring.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
-from sparring.envs.core import Episode
 
 __all__ = ["DemoConfig", "Game", "GAMES", "run_demo", "summarize"]
 

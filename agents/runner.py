@@ -1,17 +1,22 @@
 """The episode runner: many envs at once, generation batched across every env waiting for an action.
 
 Env resets and steps run in a thread pool (SWE steps wait on containers, search steps on the
-retriever); the main thread generates. With a generator that offers a continuous batch
-(``stream()``, the HF backend) an episode joins the decode batch as soon as its observation is
-in and leaves it when its turn ends, so its env step runs while the others go on decoding and no
-episode waits for another's long answer. With any other generator the runner works in rounds:
-every episode waiting for an action goes into one ``generate`` call, and while that call runs the
-pool keeps stepping the others. Episodes that end free their slot for the next one.
+retriever); the main thread generates. With a generator that offers a continuous batch (a
+:class:`~sparring.agents.generation.StreamingGenerator`, the HF backend) an episode joins the
+decode batch as soon as its observation is in and leaves it when its turn ends, so its env step
+runs while the others go on decoding and no episode waits for another's long answer. With any
+other generator the runner works in rounds: every episode waiting for an action goes into one
+``generate`` call, and while that call runs the pool keeps stepping the others. Episodes that
+end free their slot for the next one.
+
+Each episode records how it was sampled (settings, the generator's weights version) and the group
+its spec names, for the trainer (:class:`~sparring.agents.episodes.Episode`).
 
 Example:
     >>> from sparring.agents import EpisodeRunner, EpisodeSpec, RunnerConfig, make_generator
     >>> runner = EpisodeRunner(make_generator("hf"), RunnerConfig(concurrency=8))
-    >>> episodes = runner.run([EpisodeSpec(lambda: gym.make("sparring/SearchAnswer-v0"), seed=i) for i in range(8)])
+    >>> make = lambda: gym.make("sparring/SearchAnswer-v0")
+    >>> episodes = runner.run([EpisodeSpec(make, seed=7, group_id="task-7") for _ in range(8)])  # 8 attempts
 """
 
 from __future__ import annotations
@@ -19,13 +24,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from sparring.agents.chat import ChatFormat, append_tokens, stop_strings, tool_instructions
-from sparring.agents.generation import ChatGenerator, Generation, Generator, SamplingParams
+from sparring.agents.episodes import Episode
+from sparring.agents.generation import ChatGenerator, Generation, Generator, SamplingParams, StreamingGenerator
 from sparring.agents.scripted import Agent
-from sparring.envs.core import Episode, Turn
+from sparring.envs.core import Turn
 
 __all__ = ["EpisodeRunner", "EpisodeSpec", "RunStats", "RunnerConfig", "run_episodes"]
 
@@ -66,6 +72,9 @@ class EpisodeSpec:
     """Options of ``reset`` (e.g. ``{"task": ...}``)."""
     env_id: str = ""
     """Name recorded in the episode (default: the env's spec id or class name)."""
+    group_id: str | None = None
+    """Group recorded in the episode: episodes a trainer compares with each other (e.g. G attempts
+    at one task, for a group-relative advantage)."""
 
 
 @dataclass
@@ -97,6 +106,8 @@ class _Live:
     messages: list[dict[str, Any]] = field(default_factory=list)
     agent: Agent | None = None
     action_closed_by: str | None = None
+    turn_weights: int | None = None
+    """The generator's weights version when the turn now decoding in the stream started."""
 
 
 class EpisodeRunner:
@@ -155,7 +166,7 @@ class EpisodeRunner:
         )
         bar = progress.add_task("episodes", total=len(specs), detail="")
         pool = ThreadPoolExecutor(max_workers=max(1, self.config.env_workers), thread_name_prefix="sparring-env")
-        stream = self.policy.stream() if self.mode == "token" and hasattr(self.policy, "stream") else None
+        stream = self.policy.stream() if isinstance(self.policy, StreamingGenerator) else None
         decoding: dict[int, _Live] = {}  # episodes in the stream's batch, by index
         try:
             with progress:
@@ -294,6 +305,7 @@ class EpisodeRunner:
             parts = [p for p in (self.config.system_prompt, tool_instructions(state.tools) if state.tools else "") if p]
             system = [{"role": "system", "content": "\n\n".join(parts)}] if parts else []
             state.messages = system + [{"role": "user", "content": state.observation}]
+        state.episode.sampling = _sampling_record(self._sampling([state], self.config.sampling.seed))
 
     def _observe(self, state: _Live, observation: str) -> None:
         if self.mode == "scripted":
@@ -311,6 +323,7 @@ class EpisodeRunner:
 
     def _act(self, batch: list[_Live]) -> list[str]:
         """One action per episode of the batch, recorded as a new turn."""
+        version = self._weights_version()
         if self.mode == "scripted":
             gens = [Generation([], [], _scripted_action(s), "stop") for s in batch]
         else:
@@ -335,7 +348,7 @@ class EpisodeRunner:
                 s.episode.timings["generate"] = s.episode.timings.get("generate", 0.0) + share
         for s, g in zip(batch, gens, strict=True):
             if not s.episode.error:
-                self._record_action(s, g)
+                self._record_action(s, g, version)
         return [g.text for g in gens]
 
     def _stream_turns(self, stream: Any, ready: list[_Live], decoding: dict[int, _Live]) -> list[tuple[_Live, str]]:
@@ -349,10 +362,12 @@ class EpisodeRunner:
         finished = []
         if ready:
             requests = []
+            version = self._weights_version()
             for s in ready:
                 seed = None if base is None else base + 1_000_003 * s.index + len(s.episode.turns)
                 requests.append((s.index, s.episode.token_ids, self._sampling([s], seed)))
                 decoding[s.index] = s
+                s.turn_weights = version
             finished += stream.add(requests)
             self.stats.generate_calls += 1
         if stream.active:
@@ -364,12 +379,23 @@ class EpisodeRunner:
         acted = []
         for index, g in finished:
             s = decoding.pop(index)
-            self._record_action(s, g)
+            self._record_action(s, g, s.turn_weights)
             acted.append((s, g.text))
         return acted
 
-    def _record_action(self, s: _Live, g: Generation) -> None:
-        """Append the generated turn to the episode (tokens, logprobs, message, turn record)."""
+    def _weights_version(self) -> int | None:
+        """The token generator's weights version now (None for chat-only and scripted policies)."""
+        return self.policy.weights_version if isinstance(self.policy, Generator) else None
+
+    def _record_action(self, s: _Live, g: Generation, weights: int | None) -> None:
+        """Append the generated turn to the episode (tokens, logprobs, message, turn record).
+
+        ``weights`` is the generator's weights version when the turn started; the episode keeps
+        the oldest, the bound a trainer needs on how stale its logprobs are.
+        """
+        if weights is not None:
+            old = s.episode.weights_version
+            s.episode.weights_version = weights if old is None else min(old, weights)
         turn_index = len(s.episode.turns)
         if self.mode == "token":
             append_tokens(s.episode, g.token_ids, turn_index, action=True, logprobs=g.logprobs)
@@ -398,7 +424,14 @@ def _batch_tools(batch: list[_Live]) -> list[dict[str, Any]]:
 
 
 def _blank_episode(spec: EpisodeSpec) -> Episode:
-    return Episode(env_id=spec.env_id, role="", domain="", task_id="", task={}, prompt="", seed=spec.seed)
+    return Episode(
+        env_id=spec.env_id, role="", domain="", task_id="", task={}, prompt="", seed=spec.seed, group_id=spec.group_id
+    )
+
+
+def _sampling_record(sampling: SamplingParams) -> dict[str, Any]:
+    """The settings an episode records (plain JSON types; ``seed`` is the run's base seed)."""
+    return asdict(sampling) | {"stop": list(sampling.stop)}
 
 
 def _close(state: _Live) -> None:
