@@ -87,12 +87,16 @@ class AttachChannel:
 
 
 def server_command() -> list[str]:
-    """The container command: the system python running the command server's source (no copy in the image)."""
+    """The container command: the system python running the command server's source (no copy in the image).
+
+    The server is two files, its file operations first, run as one program.
+    """
     from sparring.containers.base_image import containers_dir
 
     global _SERVER_SOURCE
     if _SERVER_SOURCE is None:
-        _SERVER_SOURCE = (containers_dir() / "cmdserver.py").read_text()
+        parts = ("cmdserver_files.py", "cmdserver.py")
+        _SERVER_SOURCE = "\n".join((containers_dir() / name).read_text() for name in parts)
     return ["/usr/bin/python3", "-I", "-S", "-c", _SERVER_SOURCE]
 
 
@@ -109,7 +113,12 @@ def decode_stream(part: dict[str, Any]) -> tuple[str, int]:
     return head.decode(errors="replace") + marker + tail.decode(errors="replace"), cut
 
 
+class FileTooLargeError(OSError):
+    """A file larger than the caller reads back at most (``Sandbox.get_file(max_bytes=...)``)."""
+
+
 _REMOTE_ERRORS: dict[str, type[OSError]] = {
+    "FileTooLargeError": FileTooLargeError,
     "FileNotFoundError": FileNotFoundError,
     "IsADirectoryError": IsADirectoryError,
     "NotADirectoryError": NotADirectoryError,
@@ -119,10 +128,16 @@ _REMOTE_ERRORS: dict[str, type[OSError]] = {
 
 
 def raise_remote(reply: dict[str, Any], request: dict[str, Any]) -> None:
-    """Raise the host-side error for a failed request: the matching OSError, else SparringError."""
+    """Raise the host-side error for a failed request: the matching OSError, else SparringError.
+
+    A file operation that the container's file systems refuse (read-only, full) is an OSError with
+    its errno, like the one the agent's own commands would meet, not an error of the sandbox.
+    """
     error = _REMOTE_ERRORS.get(reply["error"])
     if error is not None:
         raise error(reply["message"])
+    if reply["error"] == "OSError" and reply.get("errno"):  # e.g. a read-only or full file system
+        raise OSError(reply["errno"], reply["message"])
     if reply["error"] == "KeyError" and "getpwnam" in reply["message"]:
         raise SparringError(
             f"the sandbox image has no user {request.get('user')!r}; use an image built on the base image."

@@ -15,32 +15,32 @@ Operations:
   ``as_user`` (an account name) a child process does it as that account, with no supplementary
   groups and no capabilities, so the kernel refuses what that user's own commands could not do
   (only regular files; ``PermissionError`` answers the rest).
-- ``put_tar`` {dest, data, user} / ``get_tar`` {path, max_file_bytes} -> {data}: a tar extracted
+- ``put_tar`` {dest, data, user} / ``get_tar`` {path, caps} -> {data, left_out}: a tar extracted
   into ``dest`` (owners as in the tar, or ``user`` when given) / a tar of ``path`` whose top entry
-  is its base name (like ``docker cp``), without regular files larger than ``max_file_bytes``.
+  is its base name (like ``docker cp``), read within ``caps`` (entries, tar bytes, bytes of one
+  file, depth, path length, names left out); ``left_out`` counts and names what the caps kept out.
+- ``read`` also takes ``max_bytes``: a larger file answers ``FileTooLargeError``.
 
-A failing request answers {error: exception class name, message}. The sandbox passes this file's
-source to ``python3 -I -S -c``, so images need no copy of it and always run the current version.
+A failing request answers {error: exception class name, message}. The sandbox passes the source
+of ``cmdserver_files.py`` (the file operations) followed by this file's to ``python3 -I -S -c``, so
+images need no copy of either and always run the current version.
 """
 
 import base64
-import io
 import json
 import os
-import pwd
 import selectors
 import shlex
 import signal
-import stat
 import subprocess
 import sys
-import tarfile
 import time
+
+if "FILE_OPS" not in globals():  # imported on its own (to read or test it): the other half is a sibling
+    from sparring.containers.cmdserver_files import FILE_OPS, account
 
 #: After bash exits (or is killed), how long to wait for pipes still held by escaped processes.
 DRAIN_GRACE_S = 0.2
-#: Seconds a file operation done as a user may take (the user's processes could stop the child).
-AS_USER_TIMEOUT_S = 120.0
 #: Commands of this user start in a shell that is already running (see Standby).
 STANDBY_USER = "sparring"
 OOM_COUNTERS = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
@@ -108,11 +108,6 @@ def kill_group(proc):
             return
         if proc.poll() is None or attempt:
             time.sleep(0.002)
-
-
-def account(name):
-    entry = pwd.getpwnam(name)
-    return entry.pw_uid, entry.pw_gid, entry.pw_dir
 
 
 def failed(code, message, cap, started):
@@ -273,173 +268,7 @@ def op_exec(req):
     }
 
 
-def chown_tree(path, uid, gid):
-    os.lchown(path, uid, gid)
-    for root, dirs, files in os.walk(path):
-        for name in dirs + files:
-            os.lchown(os.path.join(root, name), uid, gid)
-
-
-def make_parents(path, uid, gid):
-    parent = os.path.dirname(path)
-    missing = []
-    while parent and not os.path.isdir(parent):
-        missing.append(parent)
-        parent = os.path.dirname(parent)
-    for folder in reversed(missing):
-        os.mkdir(folder)
-        os.lchown(folder, uid, gid)
-
-
-def run_as(name, work):
-    """The answer ``work(uid, gid)`` gives in a child that has become ``name`` and nothing more.
-
-    The child drops its supplementary groups, then its gid, then its uid; setuid away from root
-    also clears every capability, so the kernel checks each access against that user alone (the
-    server never changes its own ids). The child sends its answer, or its error, as JSON through a
-    pipe. A child that is stopped or killed (the user's own processes may signal it) ends in a
-    timeout or an error answer, never in a hung server.
-    """
-    uid, gid, _ = account(name)
-    if uid == 0:
-        raise ValueError("as_user must be an account other than root")
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: only os._exit leaves this block
-        try:
-            os.close(read_end)
-            try:
-                os.setgroups([])
-                os.setgid(gid)
-                os.setuid(uid)
-                answer = work(uid, gid)
-            except Exception as e:
-                why = f"{e.strerror}: {e.filename}" if isinstance(e, OSError) and e.filename else str(e)
-                answer = {"error": type(e).__name__, "message": why}
-            view = memoryview(json.dumps(answer).encode())
-            while view:
-                view = view[os.write(write_end, view) :]
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    received = bytearray()
-    deadline = time.monotonic() + AS_USER_TIMEOUT_S
-    try:
-        with selectors.DefaultSelector() as sel:
-            sel.register(read_end, selectors.EVENT_READ)
-            while True:
-                if not sel.select(max(0.0, deadline - time.monotonic())):
-                    os.kill(pid, signal.SIGKILL)
-                    raise TimeoutError(f"the file operation as {name} took over {AS_USER_TIMEOUT_S:g} s")
-                data = os.read(read_end, 1 << 20)
-                if not data:
-                    break
-                received += data
-    finally:
-        os.close(read_end)
-        os.waitpid(pid, 0)
-    try:
-        return json.loads(received)
-    except ValueError:
-        raise OSError(f"the file operation as {name} was interrupted") from None
-
-
-def open_regular(path, flags, mode=0o600):
-    """A descriptor of the regular file ``path``; O_NONBLOCK so that a planted FIFO cannot block the open."""
-    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
-    kind = os.fstat(fd).st_mode
-    if not stat.S_ISREG(kind):
-        os.close(fd)
-        raise (IsADirectoryError if stat.S_ISDIR(kind) else OSError)(f"not a regular file: {path}")
-    return fd
-
-
-def write_file(path, data, mode, uid, gid):
-    """Write ``path`` (parents created) for uid:gid; never through a symbolic link at ``path``.
-
-    As root the file is then chowned to uid:gid; a user (see run_as) owns what it creates, and
-    sets the mode only of files it owns, like ``chmod``.
-    """
-    make_parents(path, uid, gid)
-    if os.path.islink(path):
-        os.unlink(path)  # never write through a link the agent may have planted
-    fd = open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if os.geteuid() == 0:
-            os.fchown(fd, uid, gid)
-        if os.fstat(fd).st_uid == uid:
-            os.fchmod(fd, mode)
-    finally:
-        os.close(fd)
-    return {}
-
-
-def op_write(req):
-    data = base64.b64decode(req["data"])
-    if req.get("as_user"):
-        return run_as(req["as_user"], lambda uid, gid: write_file(req["path"], data, req["mode"], uid, gid))
-    uid, gid, _ = account(req["user"])
-    return write_file(req["path"], data, req["mode"], uid, gid)
-
-
-def read_file(path):
-    with open(open_regular(path, os.O_RDONLY), "rb") as f:
-        return {"data": base64.b64encode(f.read()).decode()}
-
-
-def op_read(req):
-    if req.get("as_user"):
-        return run_as(req["as_user"], lambda uid, gid: read_file(req["path"]))
-    with open(req["path"], "rb") as f:
-        return {"data": base64.b64encode(f.read()).decode()}
-
-
-def op_put_tar(req):
-    dest = req["dest"]
-    owner = account(req["user"]) if req.get("user") else None
-    if not os.path.isdir(dest):
-        uid, gid = owner[:2] if owner else (0, 0)
-        make_parents(os.path.join(dest, "x"), uid, gid)
-    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(req["data"]))) as tar:
-        tops = {m.name.lstrip("./").split("/")[0] for m in tar.getmembers()} - {""}
-        if hasattr(tarfile, "tar_filter"):  # refuses absolute paths and ".." escapes
-            tar.extractall(dest, numeric_owner=True, filter="tar")
-        else:
-            tar.extractall(dest, numeric_owner=True)
-    if owner:
-        for top in tops:
-            target = os.path.join(dest, top)
-            if os.path.lexists(target):
-                chown_tree(target, owner[0], owner[1])
-    return {}
-
-
-def op_get_tar(req):
-    path = req["path"].rstrip("/") or "/"
-    if not os.path.lexists(path):
-        raise FileNotFoundError(f"no such file or directory: {path}")
-    limit = req.get("max_file_bytes")
-
-    def small_enough(member):
-        return None if limit is not None and member.isfile() and member.size > limit else member
-
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(path, arcname=os.path.basename(path) or ".", filter=small_enough)
-    return {"data": base64.b64encode(buf.getvalue()).decode()}
-
-
-OPS = {
-    "ping": lambda req: {},
-    "exec": op_exec,
-    "write": op_write,
-    "read": op_read,
-    "put_tar": op_put_tar,
-    "get_tar": op_get_tar,
-}
+OPS = {"ping": lambda req: {}, "exec": op_exec, **FILE_OPS}
 
 
 def main():
@@ -453,7 +282,7 @@ def main():
             req = json.loads(line)
             reply = OPS[req["op"]](req)
         except Exception as e:  # every failure becomes an answer; the server keeps serving
-            reply = {"error": type(e).__name__, "message": str(e)}
+            reply = {"error": type(e).__name__, "message": str(e), "errno": getattr(e, "errno", None)}
         write_line(reply)
 
 

@@ -1,14 +1,18 @@
 """Secure, fast sandboxes: one Docker container per episode, commands through a command server.
 
 Each :class:`Sandbox` is a container with no network, capped memory (no swap), CPU, pids and file
-size, Docker's init as PID 1, every capability dropped except the few the trusted harness needs
-when it runs as root, ``no-new-privileges``, no host mounts, no Docker socket, and the labels
-``sparring=1`` and ``sparring.owner`` (host, pid and start time of the owning process).
+size, a read-only root file system whose only writable places are size- and inode-capped tmpfs
+mounts (the disk cap; ``containers/limits.py``), Docker's init as PID 1, every capability dropped
+except the few the trusted harness needs when it runs as root, ``no-new-privileges``, no host
+mounts, no Docker socket, and the labels ``sparring=1`` and ``sparring.owner`` (host, pid and
+start time of the owning process).
 
 Its main process is ``containers/cmdserver.py``, attached over Docker's attach socket: a command
 costs one round trip on an open socket instead of a ``docker exec``. The server runs each command
 as the non-root user ``sparring`` (or root for the harness) in its own process group, kills the
-group at the timeout and when the command ends, and caps its output.
+group at the timeout and when the command ends, and caps its output. What the harness reads back
+is capped as well (``containers/readback.py``): one file at ``MAX_READ_BYTES`` unless told
+otherwise, a tree within :class:`ReadCaps`, with what was left out reported, never raised.
 
 :class:`SandboxPool` keeps containers started in the background so an episode's reset takes a
 ready one; containers are removed in the background, at interpreter exit and on SIGTERM, and
@@ -35,7 +39,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparring import SparringError
-from sparring.containers.channel import REPLY_GRACE_S, AttachChannel, decode_stream, raise_remote, server_command
+from sparring.containers.channel import (
+    REPLY_GRACE_S,
+    AttachChannel,
+    FileTooLargeError,
+    decode_stream,
+    raise_remote,
+    server_command,
+)
 from sparring.containers.cleanup import (
     LABEL,
     OWNER_LABEL,
@@ -46,49 +57,30 @@ from sparring.containers.cleanup import (
     reaper,
 )
 from sparring.containers.docker_engine import docker_client, shared_client
+from sparring.containers.limits import HARNESS_CAPS, SandboxLimits, host_config, image_seed
+from sparring.containers.readback import MAX_READ_BYTES, ReadCaps, TreeRead
 
 __all__ = [
     "DEFAULT_USER",
+    "HARNESS_CAPS",
     "ExecResult",
+    "FileTooLargeError",
     "GarbageReport",
+    "ReadCaps",
     "Sandbox",
     "SandboxLimits",
     "SandboxPool",
+    "TreeRead",
     "collect_garbage",
     "docker_client",
 ]
 
 #: The account commands run as unless the harness asks for root.
 DEFAULT_USER = "sparring"
-#: Capabilities kept for the command server and root harness commands (chown, read any file,
-#: switch to the sandbox user, kill its processes); the sandbox user's processes, and the agent's
-#: file reads and writes (``as_agent``), get none.
-HARNESS_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"]
 #: Seconds a file or archive transfer may take.
 FILE_OP_TIMEOUT_S = 300.0
 #: Seconds a new container may take to answer its first request.
 START_TIMEOUT_S = 60.0
-
-
-@dataclass
-class SandboxLimits:
-    """Resource limits of one sandbox.
-
-    Attributes:
-        memory: Memory limit in Docker's syntax ("2g", "512m"); swap is not allowed on top.
-        cpus: CPUs the container may use.
-        pids: Most processes and threads alive at once (stops fork bombs).
-        exec_timeout: Default seconds a command may run before its process group is killed.
-        output_cap: Bytes kept of each of stdout and stderr (the first and last halves).
-        file_size: Largest file a process may write, in bytes.
-    """
-
-    memory: str = "2g"
-    cpus: float = 1.0
-    pids: int = 256
-    exec_timeout: float = 60.0
-    output_cap: int = 16 * 1024
-    file_size: int = 1 << 30
 
 
 @dataclass
@@ -154,28 +146,28 @@ class Sandbox:
             SparringError: The engine is not running, the image is missing, or the container failed to start.
         """
         import docker
-        from docker.types import LogConfig, Ulimit
 
         limits = limits or SandboxLimits()
         install_exit_hooks()
         api = shared_client().api
-        host_config = api.create_host_config(
-            network_mode="none",
-            mem_limit=limits.memory,
-            memswap_limit=limits.memory,
-            nano_cpus=int(limits.cpus * 1e9),
-            pids_limit=limits.pids,
-            init=True,
-            cap_drop=["ALL"],
-            cap_add=HARNESS_CAPS,
-            security_opt=["no-new-privileges"],
-            ulimits=[Ulimit(name="fsize", soft=limits.file_size, hard=limits.file_size)],
-            log_config=LogConfig(type="none"),  # stdout is the protocol; logging it would cost disk and time
-        )
+        try:
+            image_id = api.inspect_image(image)["Id"]
+            seed = image_seed(api, image_id)
+        except docker.errors.ImageNotFound:
+            raise SparringError(
+                f"image {image} is not there; build it (`sparring build base` for the base image)."
+            ) from None
+        except Exception as e:  # the engine went away
+            raise SparringError(f"could not read the image {image} ({e}); check `sparring doctor`.") from None
         all_labels = {**(labels or {}), LABEL: "1", OWNER_LABEL: owner_id()}
         try:
             created = api.create_container(
-                image, command=server_command(), stdin_open=True, user="0", labels=all_labels, host_config=host_config
+                image_id,
+                command=server_command(),
+                stdin_open=True,
+                user="0",
+                labels=all_labels,
+                host_config=host_config(api, limits),
             )
         except docker.errors.ImageNotFound:
             raise SparringError(
@@ -192,6 +184,8 @@ class Sandbox:
             api.start(container_id)
             sandbox = cls(container_id, image, limits, channel)
             sandbox._call({"op": "ping"}, START_TIMEOUT_S)
+            if seed:
+                sandbox._call({"op": "put_tar", "dest": "/", "data": base64.b64encode(seed).decode(), "user": None})
         except Exception as e:
             reaper().remove(container_id)
             if isinstance(e, SparringError):
@@ -269,17 +263,23 @@ class Sandbox:
             request["as_user"] = DEFAULT_USER
         self._call(request)
 
-    def get_file(self, path: str, *, as_agent: bool = False) -> bytes:
+    def get_file(self, path: str, *, as_agent: bool = False, max_bytes: int | None = MAX_READ_BYTES) -> bytes:
         """The bytes of a file in the container, read as root, or as the sandbox user with ``as_agent``.
 
         With ``as_agent`` the read has the sandbox user's rights alone (no supplementary groups,
         no capabilities) and only regular files are read.
 
+        Args:
+            path: The file.
+            as_agent: Read with the sandbox user's rights.
+            max_bytes: Refuse a larger file (None: no cap); the file is never read past it.
+
         Raises:
             FileNotFoundError: There is no such file.
             PermissionError: ``as_agent`` and the sandbox user may not read it.
+            FileTooLargeError: The file holds more than ``max_bytes``.
         """
-        request = {"op": "read", "path": self._abs(path)}
+        request = {"op": "read", "path": self._abs(path), "max_bytes": max_bytes}
         if as_agent:
             request["as_user"] = DEFAULT_USER
         return base64.b64decode(self._call(request)["data"])
@@ -299,16 +299,31 @@ class Sandbox:
     def get_archive(self, path: str, max_file_bytes: int | None = None) -> bytes:
         """A tar of ``path`` (file or folder) whose top entry is its base name, like ``docker cp``.
 
+        Read within the default :class:`ReadCaps` (what they keep out is simply absent; use
+        :meth:`read_tree` to learn what that was).
+
         Args:
             path: File or folder in the container.
-            max_file_bytes: Leave out regular files larger than this (an agent may have written
-                huge files to make the harness run out of memory).
+            max_file_bytes: Leave out regular files larger than this (default: the caps' own).
 
         Raises:
             FileNotFoundError: There is no such path.
         """
-        request = {"op": "get_tar", "path": self._abs(path), "max_file_bytes": max_file_bytes}
-        return base64.b64decode(self._call(request)["data"])
+        caps = ReadCaps() if max_file_bytes is None else ReadCaps(file_bytes=max_file_bytes)
+        return self.read_tree(path, caps).data
+
+    def read_tree(self, path: str, caps: ReadCaps | None = None) -> TreeRead:
+        """A tar of ``path`` read within ``caps``, and what they kept out (see :mod:`~sparring.containers.readback`).
+
+        An agent's files never make this raise or take the host's memory: huge or sparse files,
+        many files, deep trees and long names are left out and counted in the result.
+
+        Raises:
+            FileNotFoundError: There is no such path.
+        """
+        caps = caps or ReadCaps()
+        reply = self._call({"op": "get_tar", "path": self._abs(path), "caps": caps.request()})
+        return TreeRead(base64.b64decode(reply["data"]), caps, reply["left_out"], reply["stopped"], reply["entries"])
 
     def close(self) -> None:
         """Stop using the container; it is removed in the background (idempotent).
