@@ -135,12 +135,13 @@ _seed_locks: dict[str, threading.Lock] = {}
 _seed_guard = threading.Lock()
 
 
-def image_seed(api: Any, image_id: str) -> bytes:
+def image_seed(api: Any, image_id: str, labels: dict[str, str]) -> bytes:
     """A tar, to extract at ``/``, of the image's content at the seeded places of :data:`WRITABLE`.
 
     Read once per image id and kept: a created container is never started, so nothing runs, and
     the engine's archive API is much faster than the command server's channel. A place the image
-    lacks is left out (its mount starts empty).
+    lacks is left out (its mount starts empty). ``labels`` mark that container for ``sparring gc``
+    should this process die before removing it.
     """
     with _seed_guard:
         if image_id in _seeds:
@@ -148,15 +149,15 @@ def image_seed(api: Any, image_id: str) -> bytes:
         lock = _seed_locks.setdefault(image_id, threading.Lock())
     with lock:
         if image_id not in _seeds:
-            _seeds[image_id] = _read_seed(api, image_id)
+            _seeds[image_id] = _read_seed(api, image_id, labels)
     return _seeds[image_id]
 
 
-def _read_seed(api: Any, image_id: str) -> bytes:
+def _read_seed(api: Any, image_id: str, labels: dict[str, str]) -> bytes:
     import docker
 
     out = io.BytesIO()
-    container = api.create_container(image_id, command=["true"], network_disabled=True)["Id"]
+    container = api.create_container(image_id, command=["true"], network_disabled=True, labels=labels)["Id"]
     try:
         with tarfile.open(fileobj=out, mode="w") as merged:
             for place in WRITABLE:

@@ -150,16 +150,16 @@ class Sandbox:
         limits = limits or SandboxLimits()
         install_exit_hooks()
         api = shared_client().api
+        all_labels = {**(labels or {}), LABEL: "1", OWNER_LABEL: owner_id()}
         try:
             image_id = api.inspect_image(image)["Id"]
-            seed = image_seed(api, image_id)
+            seed = image_seed(api, image_id, all_labels)
         except docker.errors.ImageNotFound:
             raise SparringError(
                 f"image {image} is not there; build it (`sparring build base` for the base image)."
             ) from None
         except Exception as e:  # the engine went away
             raise SparringError(f"could not read the image {image} ({e}); check `sparring doctor`.") from None
-        all_labels = {**(labels or {}), LABEL: "1", OWNER_LABEL: owner_id()}
         try:
             created = api.create_container(
                 image_id,
