@@ -16,11 +16,11 @@ model sampled is ever replaced by a different tokenisation of the same text.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from sparring.envs.core import Episode
+from sparring.envs.tools import example_call
 
 __all__ = ["ChatFormat", "append_tokens", "stop_strings", "token_roles", "tool_instructions"]
 
@@ -29,23 +29,23 @@ _PLACEHOLDER_REPLY = "Hi."
 
 
 def tool_instructions(tools: Sequence[dict[str, Any]]) -> str:
-    """A system message that teaches the tools to a model whose chat template cannot render them."""
+    """A system message that teaches the tools to a model whose chat template cannot render them.
+
+    Every example is a real call (the tools' own examples), never a placeholder such as ``...``,
+    which a small model copies as it is.
+    """
     lines = [
-        "You solve the task by calling tools. Call exactly one tool per message, either as",
-        '<tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>',
-        "or, for a tool with one argument, as <TOOL>value</TOOL>. Tools:",
+        "You solve the task by calling tools. Call exactly one tool per message, either as JSON inside",
+        "<tool_call> and </tool_call> or, for a tool with one argument, between the tool's own tags. Tools:",
     ]
     for schema in tools:
         fn = schema.get("function", schema)
         params = fn.get("parameters", {}).get("properties", {})
         args = ", ".join(f"{name}: {spec.get('type', 'string')}" for name, spec in params.items())
         lines.append(f"- {fn['name']}({args}): {fn.get('description', '')}")
-        required = fn.get("parameters", {}).get("required", [])
-        if len(required) == 1:
-            lines.append(f"  example: <{fn['name']}>...</{fn['name']}>")
-        else:
-            example = {"name": fn["name"], "arguments": {a: "..." for a in required}}
-            lines.append(f"  example: <tool_call>{json.dumps(example)}</tool_call>")
+        example = example_call(schema)
+        if example:
+            lines.append(f"  example: {example}")
     return "\n".join(lines)
 
 

@@ -24,22 +24,43 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-__all__ = ["ToolCall", "ToolCallError", "ToolSpec", "parse_tool_call", "tool", "tool_spec"]
+__all__ = ["ToolCall", "ToolCallError", "ToolSpec", "example_call", "parse_tool_call", "tool", "tool_spec"]
 
 F = TypeVar("F", bound=Callable[..., str])
 
 _JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
 
-def tool(fn: F) -> F:
-    """Mark a method of a :class:`TextEnv` as a tool the model can call.
+def tool(fn: Any = None, *, example: dict[str, Any] | None = None) -> Callable[[F], F]:
+    """Mark a method of a :class:`TextEnv` as a tool the model can call: ``@tool(example={...})``.
 
     The method's name is the tool's name, its type hints give the JSON schema types and its
     Google-style docstring (summary + ``Args:``) gives the descriptions. It returns the
     observation text.
+
+    Args:
+        fn: Refused: a bare ``@tool`` has no example.
+        example: Arguments of one real call (every required argument), shown wherever the model
+            is taught the tool. A concrete value, never a placeholder: a small model copies the
+            example it is shown, and ``<search>...</search>`` taught it to search for "...".
+
+    Example:
+        >>> @tool(example={"query": "creator of the Python programming language"})
+        ... def search(self, query: str) -> str:
+        ...     return ""
+        >>> tool_spec(search).example_arguments
+        {'query': 'creator of the Python programming language'}
     """
-    fn.__sparring_tool__ = True  # type: ignore[attr-defined]
-    return fn
+    if fn is not None or example is None:
+        raise TypeError("mark a tool with @tool(example={...}), giving the arguments of one real call.")
+    arguments = dict(example)
+
+    def mark(fn: F) -> F:
+        fn.__sparring_tool__ = True  # type: ignore[attr-defined]
+        fn.__sparring_example__ = arguments  # type: ignore[attr-defined]
+        return fn
+
+    return mark
 
 
 @dataclass(frozen=True)
@@ -49,6 +70,7 @@ class ToolSpec:
     name: str
     description: str
     parameters: dict[str, Any]
+    """Argument -> JSON schema; an argument of the example call carries it as ``"examples": [value]``."""
     required: tuple[str, ...]
 
     def schema(self) -> dict[str, Any]:
@@ -66,13 +88,36 @@ class ToolSpec:
             },
         }
 
+    @property
+    def example_arguments(self) -> dict[str, Any]:
+        """The arguments of the tool's example call."""
+        return _example_arguments(self.parameters)
+
     def example(self) -> str:
-        """One correct call of this tool, shown to the model after a malformed call."""
-        args = {name: f"<{name}>" for name in self.required}
-        json_form = f'<tool_call>{{"name": "{self.name}", "arguments": {json.dumps(args)}}}</tool_call>'
-        if len(self.required) == 1:
-            return f"<{self.name}>...</{self.name}>  or  {json_form}"
-        return json_form
+        """One real call of this tool (the short form too where it has one), as the model is taught it."""
+        return example_call(self.schema()) or ""
+
+
+def example_call(schema: dict[str, Any]) -> str | None:
+    """The example call of a tool given as a JSON schema (as in ``info["tools"]``), or None if it has none.
+
+    Both forms for a tool with one argument (``<search>...</search>  or  <tool_call>...``), else
+    the JSON form. The values are the ``examples`` of the schema's properties.
+    """
+    fn = schema.get("function", schema)
+    properties = fn.get("parameters", {}).get("properties", {})
+    required = fn.get("parameters", {}).get("required", [])
+    args = _example_arguments(properties)
+    if not args or any(name not in args for name in required):
+        return None  # a placeholder would be copied, so show nothing rather than one
+    json_form = f"<tool_call>{json.dumps({'name': fn['name'], 'arguments': args})}</tool_call>"
+    if len(required) == 1 and list(args) == list(required):
+        return f"<{fn['name']}>{args[required[0]]}</{fn['name']}>  or  {json_form}"
+    return json_form
+
+
+def _example_arguments(properties: dict[str, Any]) -> dict[str, Any]:
+    return {name: p["examples"][0] for name, p in properties.items() if p.get("examples")}
 
 
 def _parse_google_doc(doc: str) -> tuple[str, dict[str, str]]:
@@ -103,9 +148,14 @@ def _parse_google_doc(doc: str) -> tuple[str, dict[str, str]]:
 
 
 def tool_spec(fn: Callable[..., Any]) -> ToolSpec:
-    """Build the :class:`ToolSpec` of a tool method from its signature and docstring."""
+    """Build the :class:`ToolSpec` of a tool method from its signature, docstring and example.
+
+    Raises:
+        TypeError: The example call lacks a required argument or names an unknown one.
+    """
     summary, arg_docs = _parse_google_doc(fn.__doc__ or "")
     hints = typing.get_type_hints(fn)
+    example = dict(getattr(fn, "__sparring_example__", {}))
     params: dict[str, Any] = {}
     required: list[str] = []
     for name, p in inspect.signature(fn).parameters.items():
@@ -116,8 +166,16 @@ def tool_spec(fn: Callable[..., Any]) -> ToolSpec:
         if hint not in _JSON_TYPES and origin_args:  # X | None
             hint = next((a for a in origin_args if a is not type(None)), str)
         params[name] = {"type": _JSON_TYPES.get(hint, "string"), "description": arg_docs.get(name, "")}
+        if name in example:
+            params[name]["examples"] = [example[name]]
         if p.default is inspect.Parameter.empty:
             required.append(name)
+    missing, unknown = [a for a in required if a not in example], [a for a in example if a not in params]
+    if missing or unknown:
+        raise TypeError(
+            f"the example call of tool {fn.__name__!r} must give every required argument and no other: "
+            f"missing {missing}, unknown {unknown}; fix its @tool(example={{...}})."
+        )
     return ToolSpec(fn.__name__, summary, params, tuple(required))
 
 

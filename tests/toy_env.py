@@ -32,7 +32,7 @@ class SumEnv(TextEnv):
         self._shown = 0
         return f"There are {len(task['numbers'])} hidden numbers. Use peek to see them, then answer their sum."
 
-    @tool
+    @tool(example={"index": 0})
     def peek(self, index: int) -> str:
         """Show one hidden number.
 
@@ -44,7 +44,7 @@ class SumEnv(TextEnv):
             return f"Error: index must be between 0 and {len(numbers) - 1}."
         return f"number {index} is {numbers[index]}"
 
-    @tool
+    @tool(example={"answer": "12"})
     def answer(self, answer: str) -> str:
         """Submit the sum and end the episode.
 

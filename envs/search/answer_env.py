@@ -4,7 +4,8 @@ A task is ``{"id", "question", "answers"}``, given in ``reset(options={"task": .
 validated proposal, a held-out question) or drawn: from ``tasks`` when given, else a
 definition → term question built from a seed answer's entry (never a held-out headword).
 The outcome reward is 1 for a correct ``<answer>`` (exact match after SQuAD normalisation;
-token F1 when configured) and 0 otherwise; the outcome holds both EM and F1.
+token F1 when configured) and 0 otherwise; the outcome holds both EM and F1. The example answer
+the instructions show earns 0 (``outcome["copied_example"]``) unless it is the task's answer.
 """
 
 from __future__ import annotations
@@ -14,16 +15,21 @@ from typing import Any
 from sparring import SparringError
 from sparring.envs.search.heldout import question_for
 from sparring.envs.search.rewards import SearchRewards, solver_reward
-from sparring.envs.search.scoring import max_over_answers
-from sparring.envs.search.search_env import SearchToolEnv
+from sparring.envs.search.scoring import exact_match, max_over_answers
+from sparring.envs.search.search_env import EXAMPLE_QUERY, SearchToolEnv
 from sparring.envs.tools import tool
 
-__all__ = ["SearchAnswerEnv"]
+__all__ = ["EXAMPLE_ANSWER", "SearchAnswerEnv"]
 
-PROMPT = """Answer the question. You can search the corpus with <search>keywords</search>; results \
-come back between <information> and </information>. Search as often as you need, then give the \
-answer, a word or short phrase, as <answer>your answer</answer>.
-Question: {question}"""
+#: The answer the instructions show; it scores 0 unless it is one of the task's answers (a copied
+#: example is no answer), so it is one that no question of the default corpus has.
+EXAMPLE_ANSWER = "Guido van Rossum"
+
+PROMPT = f"""Answer the question. You can search the corpus with a few keywords, e.g. \
+<search>{EXAMPLE_QUERY}</search>; results come back between <information> and </information>. \
+Search as often as you need, then give the answer, a word or short phrase, e.g. \
+<answer>{EXAMPLE_ANSWER}</answer>.
+Question: {{question}}"""
 
 _DRAW_TRIES = 64
 
@@ -76,7 +82,7 @@ class SearchAnswerEnv(SearchToolEnv):
         self._start_searches()
         return PROMPT.format(question=task["question"])
 
-    @tool
+    @tool(example={"answer": EXAMPLE_ANSWER})
     def answer(self, answer: str) -> str:
         """Give the final answer and end the episode.
 
@@ -85,10 +91,13 @@ class SearchAnswerEnv(SearchToolEnv):
         """
         assert self._task is not None
         answers = list(self._task["answers"])
+        outcome = {"answer": answer.strip(), "answers": answers, "queries": list(self.queries)}
+        if exact_match(answer, EXAMPLE_ANSWER) and not max_over_answers("em", EXAMPLE_ANSWER, answers):
+            self._finish(outcome | {"em": 0.0, "f1": 0.0, "copied_example": True}, self.rewards.solver_wrong)
+            return "Answer recorded."
         em = max_over_answers("em", answer, answers)
         f1 = max_over_answers("f1", answer, answers)
-        outcome = {"answer": answer.strip(), "answers": answers, "em": em, "f1": f1, "queries": list(self.queries)}
-        self._finish(outcome, solver_reward(answer, answers, self.rewards))
+        self._finish(outcome | {"em": em, "f1": f1}, solver_reward(answer, answers, self.rewards))
         return "Answer recorded."
 
     def _on_turn_limit(self) -> tuple[dict[str, Any], float]:

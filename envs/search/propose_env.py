@@ -2,8 +2,9 @@
 
 The task is a seed answer drawn from the corpus (a title that several other documents mention)
 and a hop count. The proposer searches, working backwards from the answer, then submits
-``<question>…</question>``. The question must pass the rule filters (``filters.py``) and RAG
-validation (``validation.py``): the solver role, given every document the proposer retrieved plus
+``<question>…</question>``. The question must pass the rule filters (``filters.py``), must not be
+the prompt's example question (``copied_example``), and must pass RAG validation
+(``validation.py``): the solver role, given every document the proposer retrieved plus
 ``noise_docs`` distractors and no search, must answer the seed. That needs a model, so pass
 ``validator=PolicyValidator(...)`` over the policy (as ``sparring demo`` does); without one the env
 only runs the model-free :class:`~sparring.envs.search.validation.GroundingValidator`, and
@@ -25,18 +26,28 @@ from typing import Any
 from sparring import SparringError
 from sparring.envs.search.filters import ProposalRules, check_proposal
 from sparring.envs.search.rewards import SearchRewards, proposer_reward
-from sparring.envs.search.search_env import SearchToolEnv
+from sparring.envs.search.search_env import EXAMPLE_QUERY, SearchToolEnv
 from sparring.envs.search.validation import GroundingValidator, Proposal, Validator, validate_safely
 from sparring.envs.tools import tool
 
-__all__ = ["NoisePool", "SearchProposeEnv"]
+__all__ = ["EXAMPLE_QUESTION", "NoisePool", "SearchProposeEnv"]
 
-PROMPT = """You write quiz questions. Write a question whose one correct answer is exactly: {answer}
-The question should need {hops} step(s) of reasoning: find facts that lead to the answer, working \
+#: The question the instructions show; submitting it is rejected (``copied_example``).
+EXAMPLE_QUESTION = "Which Dutch programmer created the Python programming language?"
+
+PROMPT = f"""You write quiz questions. Write a question whose one correct answer is exactly: {{answer}}
+The question should need {{hops}} step(s) of reasoning: find facts that lead to the answer, working \
 backwards from it, and describe them without naming the answer.
-Search the corpus with <search>keywords</search> (at least 2 different searches); results come \
-back between <information> and </information>. When done, write <question>your question</question>.
+Search the corpus with a few keywords, e.g. <search>{EXAMPLE_QUERY}</search> (at least 2 different \
+searches); results come back between <information> and </information>. When done, write your \
+question, e.g. <question>{EXAMPLE_QUESTION}</question>.
 Do not put the answer in the question."""
+
+
+def _copied(question: str | None) -> list[str]:
+    """``["copied_example"]`` when the question is the one the instructions show."""
+    same = question is not None and " ".join(question.split()).casefold() == EXAMPLE_QUESTION.casefold()
+    return ["copied_example"] if same else []
 
 
 class NoisePool:
@@ -164,7 +175,7 @@ class SearchProposeEnv(SearchToolEnv):
             "queries": list(self.queries),
             "documents": list(self.retrieved.values()),
             "valid": False,
-            "reasons": check_proposal(question, answer, self.queries, self.rules),
+            "reasons": check_proposal(question, answer, self.queries, self.rules) + _copied(question),
             "validator": str(getattr(self.validator, "name", type(self.validator).__name__)),
         }
         if outcome["reasons"]:
@@ -183,7 +194,7 @@ class SearchProposeEnv(SearchToolEnv):
         outcome["solve_rate"] = solve_rate
         return outcome, proposer_reward(solve_rate, rewards=self.rewards)
 
-    @tool
+    @tool(example={"question": EXAMPLE_QUESTION})
     def question(self, question: str) -> str:
         """Submit the question and end the episode.
 

@@ -16,9 +16,13 @@ from sparring.envs.search.documents import Hit, split_contents
 from sparring.envs.search.retrieval import Retriever, open_retriever
 from sparring.envs.tools import tool
 
-__all__ = ["SearchToolEnv", "format_information"]
+__all__ = ["EXAMPLE_QUERY", "SearchToolEnv", "format_information"]
 
 _CORPORA: dict[str, Corpus] = {}
+
+#: The query the instructions show. A small model copies the example it is shown (``...`` once made
+#: most of its queries), so the example is a real query and searching it returns nothing.
+EXAMPLE_QUERY = "creator of the Python programming language"
 
 
 def format_information(hits: list[Hit], max_chars: int) -> str:
@@ -89,7 +93,7 @@ class SearchToolEnv(TextEnv):
         self.queries = []
         self.retrieved = {}
 
-    @tool
+    @tool(example={"query": EXAMPLE_QUERY})
     def search(self, query: str) -> str:
         """Search the corpus and return the top documents.
 
@@ -98,7 +102,12 @@ class SearchToolEnv(TextEnv):
         """
         query = " ".join(query.split())
         if not query:
-            return "Error: the query is empty; put a few keywords inside <search>...</search>."
+            return "Error: the query is empty; write a few keywords about your task between <search> and </search>."
+        if query.casefold() == EXAMPLE_QUERY.casefold():  # copied from the instructions, not asked about the task
+            return (
+                "Error: that is the example query from the instructions, not a search for your task; "
+                "write keywords about your own task. Nothing was searched."
+            )
         if len(query) > self.max_query_chars:
             return f"Error: the query is longer than {self.max_query_chars} characters; shorten it."
         self.queries.append(query)

@@ -153,7 +153,7 @@ class SWEInjectEnv(SandboxTools, TextEnv):
         except ValueError as e:
             return f"Error: {e} in {base}; write the files there, then submit again."
 
-    @tool
+    @tool(example={"folder": "/tmp/bug"})
     def submit(self, folder: str) -> str:
         """Submit the bug artifact for validation; this ends the episode.
 

@@ -130,7 +130,7 @@ class SWERepairEnv(SandboxTools, TextEnv):
             self.test_timeout,
         )
 
-    @tool
+    @tool(example={"summary": "fixed the off-by-one in parse()"})
     def submit(self, summary: str) -> str:
         """Finish: your repair is graded by running the original tests.
 

@@ -102,7 +102,7 @@ class SandboxTools:
             return _file_error("write", full, e)
         return None
 
-    @tool
+    @tool(example={"command": "python -m pytest -x -q"})
     def bash(self, command: str) -> str:
         """Run a bash command in the repository (/repo) and show its output and exit code.
 
@@ -113,7 +113,7 @@ class SandboxTools:
             return "Error: empty command. Use: <bash>ls</bash>"
         return format_exec(self._box().exec(command, timeout=self.command_timeout, workdir=REPO_DIR))
 
-    @tool
+    @tool(example={"path": "setup.py"})
     def view(self, path: str, start_line: int = 1, num_lines: int = 100) -> str:
         """Show a window of a file with line numbers, or list a directory.
 
@@ -140,7 +140,7 @@ class SandboxTools:
         more = f"\n[lines {start}-{start + len(window) - 1} of {len(lines)}]"
         return _clip(body) + more
 
-    @tool
+    @tool(example={"path": "src/pkg/util.py", "old_str": "    return a - b\n", "new_str": "    return a + b\n"})
     def str_replace(self, path: str, old_str: str, new_str: str) -> str:
         """Replace the one exact occurrence of old_str in a file with new_str.
 
@@ -167,7 +167,7 @@ class SandboxTools:
         line = text[: text.index(old_str)].count("\n") + 1
         return f"Edited {full}: replaced 1 occurrence at line {line}."
 
-    @tool
+    @tool(example={"path": "/tmp/bug/test_files.txt", "content": "tests/test_util.py\n"})
     def create(self, path: str, content: str) -> str:
         """Create a file (or overwrite it) with the given content.
 

@@ -81,7 +81,7 @@ class FlakySumEnv(SumEnv):
         super().__init__(**kwargs)
         self.crash_on = crash_on
 
-    @tool
+    @tool(example={"index": 0})
     def peek(self, index: int) -> str:
         """Show one hidden number.
 

@@ -48,7 +48,8 @@ def test_broken_wheel_is_removed_with_a_clear_error(tmp_path, monkeypatch):
 def test_tool_instructions_and_stop_strings():
     tools = SumEnv().tools
     text = tool_instructions(tools)
-    assert "- peek(index: integer): Show one hidden number." in text and "<answer>12</answer>" in text and "..." not in text
+    assert "- peek(index: integer): Show one hidden number." in text
+    assert "<answer>12</answer>" in text and "..." not in text  # a real example, never a placeholder
     assert stop_strings(tools) == ("</tool_call>", "</answer>", "</peek>")
 
 

@@ -37,7 +37,7 @@ def test_tool_schema_from_signature_and_docstring(env):
     peek = by_name["peek"]
     assert peek["description"] == "Show one hidden number."
     index = peek["parameters"]["properties"]["index"]
-    assert index == {"type": "integer", "description": "Position of the number, from 0."}
+    assert index == {"type": "integer", "description": "Position of the number, from 0.", "examples": [0]}
     assert peek["parameters"]["required"] == ["index"]
 
 

@@ -10,10 +10,12 @@ from gymnasium.utils.env_checker import check_env
 
 import sparring  # noqa: F401  (registers the envs)
 from sparring import SparringError
-from sparring.envs.search.answer_env import SearchAnswerEnv
+from sparring.agents.chat import tool_instructions
+from sparring.envs.search.answer_env import EXAMPLE_ANSWER, SearchAnswerEnv
 from sparring.envs.search.corpus import Corpus
-from sparring.envs.search.propose_env import NoisePool, SearchProposeEnv
+from sparring.envs.search.propose_env import EXAMPLE_QUESTION, NoisePool, SearchProposeEnv
 from sparring.envs.search.rewards import SearchRewards
+from sparring.envs.search.search_env import EXAMPLE_QUERY
 from sparring.envs.search.validation import GroundingValidator, Proposal, Verdict
 
 JARGON = {"id": "propose:jargon", "answer": "Jargon File", "hops": 1, "doc": "foldoc:Jargon File"}
@@ -174,7 +176,7 @@ def test_a_malformed_action_is_an_observation_and_the_turn_counts(corpus: Corpus
     env = SearchAnswerEnv(max_turns=2)
     env.reset(seed=3)
     obs, reward, terminated, truncated, info = env.step("I think the answer is iron")
-    assert "no tool call" in obs and "<answer>...</answer>" in obs and info["turn"] == 1
+    assert "no tool call" in obs and f"<answer>{EXAMPLE_ANSWER}</answer>" in obs and info["turn"] == 1
     obs, reward, terminated, truncated, info = env.step("<search></search>")
     assert truncated and info["outcome"]["status"] == "turn_limit" and reward == 0.0
 
@@ -203,6 +205,42 @@ def test_gym_make_max_turns_is_the_turn_limit(corpus: Corpus):
     tight.reset(options={"task": task})
     tight.step("<search>iron</search>")
     assert tight.step("<search>iron</search>")[3]
+
+
+def test_every_example_the_model_is_shown_is_a_real_call(corpus: Corpus):
+    for env in (SearchAnswerEnv(), SearchProposeEnv(noise_pool=NoisePool())):
+        obs, info = env.reset(seed=0)
+        shown = obs + "\n" + env.step("no call")[0] + "\n" + tool_instructions(info["tools"])
+        assert "..." not in shown and "<search>keywords</search>" not in shown
+        assert f"<search>{EXAMPLE_QUERY}</search>" in shown
+
+
+def test_the_example_query_searches_nothing_and_the_turn_counts(corpus: Corpus):
+    env = SearchAnswerEnv(max_turns=3)
+    env.reset(options={"task": {"id": "q1", "question": "Which element has the symbol Fe?", "answers": ["iron"]}})
+    obs, reward, terminated, truncated, info = env.step(f"<search> {EXAMPLE_QUERY.upper()} </search>")
+    assert "example query" in obs and "<information>" not in obs and obs.endswith("[2 turns left]")
+    assert (reward, terminated, info["turn"], env.queries, env.retrieved) == (0.0, False, 1, [], {})
+
+
+def test_the_example_answer_scores_nothing(corpus: Corpus):
+    env = SearchAnswerEnv()
+    env.reset(options={"task": {"id": "q1", "question": "Which element has the symbol Fe?", "answers": ["iron"]}})
+    _, reward, terminated, _, info = env.step(f"<answer>{EXAMPLE_ANSWER.lower()}.</answer>")
+    assert terminated and reward == 0.0 and info["outcome"]["copied_example"] and info["outcome"]["f1"] == 0.0
+    # where the example happens to be the task's answer, it is an answer like any other
+    env.reset(options={"task": {"id": "q2", "question": "Who created Python?", "answers": [EXAMPLE_ANSWER]}})
+    assert env.step(f"<answer>{EXAMPLE_ANSWER}</answer>")[1] == 1.0
+
+
+def test_the_example_question_is_rejected(corpus: Corpus):
+    env = SearchProposeEnv(validator=GroundingValidator(), noise_pool=NoisePool())
+    reward, info = _propose(
+        env,
+        ["<search>Eric S. Raymond hacker dictionary</search>", "<search>hacker slang collection</search>",
+         f"<question>{EXAMPLE_QUESTION}</question>"],
+    )  # fmt: skip
+    assert not info["outcome"]["valid"] and "copied_example" in info["outcome"]["reasons"] and reward == 0.0
 
 
 def test_the_solver_works_through_the_trl_adapter(corpus: Corpus):
