@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Agent", "RandomToolAgent", "ReplayAgent", "RetrievalFloorAgent"]
+__all__ = ["Agent", "DoNothingAgent", "OracleAgent", "RandomToolAgent", "ReplayAgent", "RetrievalFloorAgent"]
 
 
 @runtime_checkable
@@ -124,3 +124,65 @@ class RetrievalFloorAgent:
         title = observation.split("(Title: ", 1)[1].split(")", 1)[0] if "(Title: " in observation else ""
         return f"<answer>{title}</answer>"
 
+
+def _call(name: str, **arguments: Any) -> str:
+    """A tool call in the JSON form, which carries any text (a diff, an answer with ``<``) unharmed."""
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+
+class OracleAgent:
+    """The ceiling of every held-out set: it plays the known solution from the task.
+
+    A repair task (it carries the bug ``artifact``): apply the reversed ``bug_inject.diff`` with
+    ``git apply`` in one ``bash`` call, then ``submit``. A question (it carries ``answers``): answer
+    the first gold answer. Scoring below 100% means the harness, not the agent, is broken.
+    """
+
+    name = "oracle"
+
+    def __init__(self) -> None:
+        """No state beyond the current episode's planned actions."""
+        self._actions: list[str] = []
+
+    def reset(self, observation: str, info: dict[str, Any]) -> None:
+        """Plan the episode from its task."""
+        task = info.get("task") or {}
+        if "artifact" in task:
+            from sparring.envs.swe.bugs.artifact import reverse_diff
+
+            fix = reverse_diff(task["artifact"]["bug_inject_diff"])
+            fix += "" if fix.endswith("\n") else "\n"
+            command = f"git apply --whitespace=nowarn <<'SPARRING_ORACLE_FIX'\n{fix}SPARRING_ORACLE_FIX"
+            self._actions = [_call("bash", command=command), _call("submit", summary="applied the known fix")]
+        elif task.get("answers"):
+            self._actions = [_call("answer", answer=str(task["answers"][0]))]
+        else:
+            raise ValueError("the oracle needs a task with a bug artifact or gold answers")
+
+    def act(self, observation: str, info: dict[str, Any]) -> str:
+        """The next planned action (the last one again if the env asks for more)."""
+        return self._actions.pop(0) if len(self._actions) > 1 else self._actions[0]
+
+
+class DoNothingAgent:
+    """The floor of every held-out set: it ends the episode at once without changing anything.
+
+    It calls the env's finishing tool on its first turn: ``submit`` (the bug stays in) or an empty
+    ``answer``.
+    """
+
+    name = "do-nothing"
+
+    def __init__(self) -> None:
+        """No state beyond the current episode's tools."""
+        self._tools: set[str] = set()
+
+    def reset(self, observation: str, info: dict[str, Any]) -> None:
+        """Read which finishing tool the env offers."""
+        self._tools = {t.get("function", t)["name"] for t in info.get("tools", [])}
+
+    def act(self, observation: str, info: dict[str, Any]) -> str:
+        """Finish: submit without a change, or answer nothing."""
+        if "submit" in self._tools:
+            return _call("submit", summary="no change")
+        return _call("answer", answer="")
