@@ -5,7 +5,9 @@ One instance per stored bug, with SWE-bench's fields and a few of our own::
     instance_id     "<repo>-<version>-<hash>"
     repo            catalog name of the repository
     version         release the image holds
-    base_commit     "" (the base state is built from the image, see below)
+    base_commit     the commit of /repo in the image (its newest release); the bug state is that
+                    commit with bug_patch and test_weaken_patch applied ("" when neither the
+                    image nor its manifest can be read)
     patch           the fix: the reversed bug_inject.diff
     test_patch      the oracle tests: the reversed test_weaken.diff
     FAIL_TO_PASS    JSON list of test ids the fix must make pass
@@ -28,12 +30,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sparring import SparringError
+from sparring import SparringError, sparring_home
 from sparring.envs.swe.bugs.artifact import BugArtifact, reverse_diff
 from sparring.envs.swe.tasks import REPAIR_PROMPT
 from sparring.envs.swe.validation import ValidationResult
 
-__all__ = ["INSTANCE_FIELDS", "export_instances", "swe_instance"]
+__all__ = ["INSTANCE_FIELDS", "base_commit", "export_instances", "swe_instance"]
 
 #: Columns of an exported instance, in order.
 INSTANCE_FIELDS = (
@@ -43,13 +45,41 @@ INSTANCE_FIELDS = (
 )  # fmt: skip
 
 
-def swe_instance(artifact: BugArtifact, validation: ValidationResult, image: str) -> dict[str, Any]:
-    """One SWE-bench-style instance for a validated bug."""
+def base_commit(image: str, repo: str = "") -> str:
+    """The commit of ``/repo`` in ``image``: the last release commit of the manifest the image carries.
+
+    The image's own label is read first; without a reachable engine, the manifest the build wrote
+    to ``sparring_home()/repos/REPO/manifest.json`` (the commits are deterministic, so the same
+    releases give the same id). "" when neither can be read.
+    """
+    from sparring.containers.images import image_labels
+    from sparring.envs.swe.repos.images import MANIFEST_LABEL
+
+    text = None
+    try:
+        labels = image_labels(image)
+        text = (labels or {}).get(MANIFEST_LABEL)
+    except SparringError:  # no engine: fall back to the build's copy of the manifest
+        path = sparring_home() / "repos" / (repo or image.split("/")[-1].split(":")[0]) / "manifest.json"
+        text = path.read_text() if path.is_file() else None
+    if not text:
+        return ""
+    try:
+        history = json.loads(text).get("history") or []
+        return str(history[-1]["sha"]) if history else ""
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError):  # a manifest of another format
+        return ""
+
+
+def swe_instance(
+    artifact: BugArtifact, validation: ValidationResult, image: str, commit: str | None = None
+) -> dict[str, Any]:
+    """One SWE-bench-style instance for a validated bug (``commit``: the image's, see :func:`base_commit`)."""
     return {
         "instance_id": artifact.bug_id,
         "repo": artifact.repo,
         "version": artifact.version,
-        "base_commit": "",
+        "base_commit": base_commit(image, artifact.repo) if commit is None else commit,
         "patch": reverse_diff(artifact.bug_inject_diff),
         "test_patch": reverse_diff(artifact.test_weaken_diff),
         "FAIL_TO_PASS": json.dumps(validation.fail_to_pass),
@@ -97,7 +127,9 @@ def export_instances(out: Path, repos: list[str] | None = None, split: str = "al
             "(`sparring bugs generate --repo NAME` makes one)."
         )
     names = repos or sorted(load_catalog(split))
-    rows = [swe_instance(a, v, image) for name in names for a, v, image in load_bugs(name)]
+    bugs = [bug for name in names for bug in load_bugs(name)]
+    commits = {image: base_commit(image, a.repo) for a, _, image in bugs}  # one look-up per image
+    rows = [swe_instance(a, v, image, commits[image]) for a, v, image in bugs]
     out.mkdir(parents=True, exist_ok=True)
     jsonl = out / "instances.jsonl"
     with jsonl.open("w") as f:
