@@ -97,6 +97,8 @@ def config_command(
         else:
             raise TypeError(f"{cls.__name__}.{f.name} has no plain default; pass it in overrides or exclude it")
         flag = "--" + f.name.replace("_", "-")
+        if hints[f.name] is bool:  # an on/off pair, so a field that defaults to True can be turned off
+            flag = f"{flag}/--no-{flag[2:]}"
         option = typer.Option(default, flag, help=docs.get(f.name, ""))
         kind = inspect.Parameter.KEYWORD_ONLY
         params.append(inspect.Parameter(f.name, kind, default=option, annotation=_cli_type(hints[f.name])))

@@ -39,6 +39,20 @@ def test_options_parse_into_the_dataclass_with_its_types_and_defaults() -> None:
     assert seen[-1] == _Config()
 
 
+def test_a_bool_that_defaults_to_true_can_be_turned_off() -> None:
+    @dataclass
+    class Switch:
+        plots: bool = True
+        """Draw the plots."""
+
+    seen: list[Switch] = []
+    app = typer.Typer()
+    app.command("draw")(config_command(Switch, seen.append, "Draw."))
+    app.command("other")(lambda: None)
+    assert CliRunner().invoke(app, ["draw", "--no-plots"]).exit_code == 0 and seen == [Switch(plots=False)]
+    assert CliRunner().invoke(app, ["draw"]).exit_code == 0 and seen[-1] == Switch(plots=True)
+
+
 def test_help_is_the_field_docstring() -> None:
     result = CliRunner().invoke(_app([]), ["greet", "--help"], env={"COLUMNS": "200"})
     assert "Greet someone." in result.output and "How often." in result.output and "--limit" in result.output
