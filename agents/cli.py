@@ -1,7 +1,8 @@
 """Commands and setup requirements of the agents room.
 
-``sparring demo`` (the main job), ``sparring eval search``, ``sparring serve-policy`` and ``sparring
-bench rollout``; the options of ``demo`` and ``eval search`` are their config dataclasses' fields. Setup
+``sparring demo`` (the main job), ``sparring eval swe|search|compare`` (in
+:mod:`sparring.agents.evaluation.cli`), ``sparring serve-policy`` and ``sparring bench rollout``; the
+options of ``demo`` and ``eval swe|search`` are their config dataclasses' fields. Setup
 converts the default model (SmolLM2-135M-Instruct) once for the demo and the tests.
 """
 
@@ -57,13 +58,6 @@ def _run_demo(config: Any) -> None:
 
     _threads(config.threads)
     run_demo(config)
-
-
-def _run_eval_search(config: Any) -> None:
-    from sparring.agents.evaluation import run_search_eval
-
-    _threads(config.threads)
-    run_search_eval(config)
 
 
 def _serve_policy(
@@ -123,12 +117,11 @@ def _bench_rollout(
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     """Add the agent commands to the CLI."""
     from sparring.agents.demo import DemoConfig
-    from sparring.agents.evaluation import SearchEvalConfig
+    from sparring.agents.evaluation.cli import register as register_eval
     from sparring.config_cli import config_command
 
     demo_help = "Play proposers and solvers of every available game with the policy; print a summary table."
     app.command("demo")(config_command(DemoConfig, _run_demo, demo_help))
-    eval_help = "Answer the held-out questions with search; print EM/F1 as JSON."
-    groups["eval"].command("search")(config_command(SearchEvalConfig, _run_eval_search, eval_help))
+    register_eval(groups)
     app.command("serve-policy")(_serve_policy)
     groups["bench"].command("rollout")(_bench_rollout)

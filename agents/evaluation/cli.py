@@ -1,0 +1,69 @@
+"""The ``sparring eval`` commands: ``swe``, ``search`` (options from their config dataclasses) and ``compare``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import typer
+
+__all__ = ["register"]
+
+
+def _run(run: Any, config: Any) -> None:
+    """Run an evaluation; an interrupted one says how to resume and exits with 128 + the signal."""
+    from sparring.agents.evaluation.records import EvalInterrupted
+
+    if config.threads:
+        import torch
+
+        torch.set_num_threads(config.threads)
+    try:
+        run(config)
+    except EvalInterrupted as e:
+        print(str(e), file=sys.stderr)
+        raise typer.Exit(128 + e.signum) from None
+
+
+def _eval_swe(config: Any) -> None:
+    from sparring.agents.evaluation.swe import run_swe_eval
+
+    _run(run_swe_eval, config)
+
+
+def _eval_search(config: Any) -> None:
+    from sparring.agents.evaluation.search import run_search_eval
+
+    _run(run_search_eval, config)
+
+
+def _eval_compare(
+    a: str = typer.Argument(..., help="Report A: a report.json or an evaluation folder."),
+    b: str = typer.Argument(..., help="Report B, compared with A on their common instances."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of Markdown tables."),
+) -> None:
+    """Compare two evaluation reports on their common instances: B − A with a paired-bootstrap 95% interval."""
+    from sparring.agents.evaluation.compare import compare_reports, comparison_markdown
+
+    result = compare_reports(a, b)
+    print(json.dumps(result, indent=1) if as_json else comparison_markdown(result))
+
+
+def register(groups: dict[str, typer.Typer]) -> None:
+    """Add ``eval swe``, ``eval search`` and ``eval compare``."""
+    from sparring.agents.evaluation.search import SearchEvalConfig
+    from sparring.agents.evaluation.swe import SWEEvalConfig
+    from sparring.config_cli import config_command
+
+    swe_help = (
+        "Repair a seeded, fixed set of validated bugs from held-out repositories; write report.json, report.md and "
+        "plots to --out. Rerun the same command to resume."
+    )
+    groups["eval"].command("swe")(config_command(SWEEvalConfig, _eval_swe, swe_help))
+    search_help = (
+        "Answer the held-out questions with search: EM, F1, searches and turns; write report.json, report.md and "
+        "plots to --out. Rerun the same command to resume."
+    )
+    groups["eval"].command("search")(config_command(SearchEvalConfig, _eval_search, search_help))
+    groups["eval"].command("compare")(_eval_compare)

@@ -1,0 +1,97 @@
+"""What every evaluation shares: the model SPEC, limits, concurrency and the evaluation folder."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparring import SparringError
+from sparring.agents.generation import SamplingParams
+from sparring.agents.runner import RunnerConfig
+
+__all__ = ["GROUPS", "HEADLINE", "EvalConfig", "check_split", "out_dir", "run_identity", "runner_config"]
+
+#: The headline metric of each domain, as reports name it.
+HEADLINE = {"swe": "solve rate", "search": "EM"}
+#: How each domain's instances are grouped (``group``, ``kind``), as reports name it.
+GROUPS = {"swe": ("repository", "bug kind"), "search": ("source", "question kind")}
+
+
+@dataclass
+class EvalConfig:
+    """Options of every ``sparring eval`` run (the domains add theirs)."""
+
+    model: str = "default"
+    """Model SPEC: default, a hub id or local folder, a training checkpoint folder, openai:URL#MODEL, vllm:MODEL,
+    or scripted:oracle|do-nothing|retrieval-floor."""
+    chat_only: bool = False
+    """With an openai: SPEC: a chat-only API (hosted models): messages, not token ids."""
+    split: str = "heldout"
+    """heldout (never trained on) or train."""
+    max_turns: int = 30
+    """Turn limit per instance."""
+    max_new_tokens: int = 512
+    """Tokens generated per turn at most."""
+    max_seconds: float | None = None
+    """Wall-clock limit per instance; an instance over it is stopped and counted unsolved (None: no limit)."""
+    concurrency: int = 4
+    """Instances played at once (and the largest generation batch)."""
+    request_timeout: float = 600.0
+    """Seconds per request to an openai: endpoint; failed requests are retried with backoff."""
+    device: str = "cpu"
+    """Torch device of a local model (cpu, cuda)."""
+    threads: int | None = None
+    """Torch CPU threads (None: torch's choice)."""
+    out: str | None = None
+    """Evaluation folder: report.json, report.md, plots, records.jsonl (default: evals/DOMAIN-SPLIT-...-MODEL).
+    The same command with the same folder resumes an interrupted run."""
+    plots: bool = True
+    """Draw the PNG plots (needs matplotlib, in the train extra)."""
+
+
+def check_split(split: str) -> None:
+    """Refuse a split other than ``heldout`` or ``train`` in one sentence."""
+    if split not in ("heldout", "train"):
+        raise SparringError(f"unknown split {split!r}; use heldout (never trained on) or train.")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^\w.-]+", "_", text).strip("_.")[:60] or "model"
+
+
+def out_dir(config: EvalConfig, domain: str, *parts: Any) -> Path:
+    """``--out``, or the default folder named after the domain, split, set and model (stable, so reruns resume)."""
+    if config.out:
+        return Path(config.out)
+    name = "-".join([domain, config.split, *(str(p) for p in parts if p not in (None, "")), _slug(config.model)])
+    return Path("evals") / name
+
+
+def runner_config(config: EvalConfig) -> RunnerConfig:
+    """Greedy turns under the configured limits, with a progress bar on stderr."""
+    if config.concurrency < 1:
+        raise SparringError(f"--concurrency must be at least 1, not {config.concurrency}.")
+    return RunnerConfig(
+        concurrency=config.concurrency,
+        sampling=SamplingParams(temperature=0.0, max_new_tokens=config.max_new_tokens),
+        max_turns=config.max_turns,
+        max_seconds=config.max_seconds,
+        env_workers=max(2, config.concurrency),
+        progress=True,
+    )
+
+
+def run_identity(config: EvalConfig, domain: str, **settings: Any) -> dict[str, Any]:
+    """What makes two runs the same evaluation (``run.json``): a resumed run must match it."""
+    return {
+        "domain": domain,
+        "model": config.model,
+        "chat_only": config.chat_only,
+        "split": config.split,
+        "max_turns": config.max_turns,
+        "max_new_tokens": config.max_new_tokens,
+        "max_seconds": config.max_seconds,
+        **settings,
+    }

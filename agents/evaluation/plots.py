@@ -1,0 +1,95 @@
+"""PNG plots of an evaluation report; every bar and every mean carries its 95% bootstrap interval.
+
+matplotlib comes with the ``train`` extra; without it the report has no plots and says so.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from sparring.agents.evaluation.config import GROUPS, HEADLINE
+
+__all__ = ["draw_plots"]
+
+
+def _bars(ax: Any, stats: dict[str, dict[str, Any]], title: str, ylabel: str, *, rate: bool = True) -> None:
+    """One bar per name with its interval as an error bar and n under the name."""
+    names = [n for n, s in stats.items() if s["mean"] is not None]
+    means = [stats[n]["mean"] for n in names]
+    lows = [m - stats[n]["ci"][0] for n, m in zip(names, means, strict=True)]
+    highs = [stats[n]["ci"][1] - m for n, m in zip(names, means, strict=True)]
+    positions = range(len(names))
+    ax.bar(positions, means, yerr=[lows, highs], capsize=4, color="#4c72b0")
+    ax.set_xticks(list(positions), [f"{n}\n(n={stats[n]['n']})" for n in names], rotation=30, ha="right", fontsize=8)
+    ax.set_title(title, fontsize=10)
+    ax.set_ylabel(ylabel)
+    if rate:
+        ax.set_ylim(0, 1.05)
+
+
+def _histogram(ax: Any, values: list[float], stat: dict[str, Any], what: str) -> None:
+    if values:
+        low_v, high_v = min(values), max(values)
+        integral = all(v == int(v) for v in values) and high_v - low_v <= 40
+        bins = [b - 0.5 for b in range(int(low_v), int(high_v) + 2)] if integral else 20
+        ax.hist(values, bins=bins, color="#55a868")
+        ax.axvline(stat["mean"], color="black", linestyle="--", linewidth=1)
+        low, high = stat["ci"]
+        ax.axvspan(low, high, color="grey", alpha=0.25)
+        ax.set_title(f"{what}: mean {stat['mean']:.1f}, 95% CI [{low:.1f}, {high:.1f}]", fontsize=10)
+    else:
+        ax.set_title(f"{what}: not recorded (no token-level policy)", fontsize=10)
+    ax.set_xlabel(what)
+    ax.set_ylabel("instances")
+
+
+def draw_plots(out: Path, report: dict[str, Any]) -> list[str]:
+    """Draw the report's plots into ``out``; returns their paths (none without matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no plots: matplotlib is not installed (pip install 'sparring[train]')", file=sys.stderr)
+        return []
+    out.mkdir(parents=True, exist_ok=True)
+    domain, model = report["domain"], report["model"]
+    headline = HEADLINE[domain]
+    group_name, kind_name = GROUPS[domain]
+    paths = []
+
+    def save(fig: Any, name: str) -> None:
+        fig.suptitle(f"{domain} {report['split']} · {model} · 95% bootstrap CI", fontsize=9)
+        fig.tight_layout()
+        path = out / name
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(str(path))
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    if domain == "swe":
+        _bars(axes[0], report["by_group"], f"{headline} by {group_name}", headline)
+    else:
+        _bars(axes[0], {"EM": report["summary"]["score"], "F1": report["summary"]["f1"]}, "overall", "score")
+    _bars(axes[1], report["by_kind"], f"{headline} by {kind_name}", headline)
+    save(fig, "scores.png")
+
+    usage = ("turns", "tokens", "searches") if domain == "search" else ("turns", "tokens")
+    fig, axes = plt.subplots(1, len(usage), figsize=(5.5 * len(usage), 4.2))
+    records = report["records"]
+    for ax, key in zip(axes, usage, strict=True):
+        values = [float(r[key]) for r in records if r.get(key) is not None]
+        _histogram(ax, values, report["summary"][key], key)
+    save(fig, "usage.png")
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    if report["reasons"]:
+        _bars(ax, report["reasons"], "failure reasons (share of instances)", "share")
+    else:
+        ax.set_title("no failures", fontsize=10)
+        ax.axis("off")
+    save(fig, "failures.png")
+    return paths

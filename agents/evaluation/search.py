@@ -1,0 +1,193 @@
+"""``sparring eval search``: answer questions with search, EM and F1 (and a judge's verdict), through the runner.
+
+The held-out split is the corpus's held-out set (never in training: the headwords are no seed
+answers and their entries are withheld from the corpus, see :mod:`sparring.envs.search.heldout`).
+The train split is questions the answer env draws from the corpus's seeds, draw ``i`` with seed
+``i``. Every question is one greedy :class:`~sparring.envs.search.answer_env.SearchAnswerEnv`
+episode, so a model, an endpoint and a scripted agent are measured the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sparring import SparringError
+from sparring.agents.episodes import Episode
+from sparring.agents.evaluation.config import EvalConfig, check_split, out_dir, run_identity, runner_config
+from sparring.agents.evaluation.records import Instance, play
+from sparring.agents.evaluation.reports import headline, write_report
+from sparring.agents.evaluation.specs import load_policy, parse_spec
+from sparring.agents.runner import EpisodeSpec
+from sparring.envs.search.corpus import DEFAULT_CORPUS
+
+__all__ = [
+    "SearchEvalConfig",
+    "evaluate_search",
+    "question_kind",
+    "question_source",
+    "run_search_eval",
+    "search_instances",
+]
+
+#: Question kinds by the source of the entry they were made from.
+_KINDS = {"wn": "wordnet", "foldoc": "computing", "jargon": "computing", "elements": "element"}
+
+
+@dataclass
+class SearchEvalConfig(EvalConfig):
+    """What ``sparring eval search`` runs."""
+
+    max_turns: int = 4
+    """Turn limit per question (searches plus the answer)."""
+    max_new_tokens: int = 64
+    """Tokens generated per turn at most."""
+    concurrency: int = 8
+    """Questions played at once (and the largest generation batch)."""
+    corpus: str = DEFAULT_CORPUS
+    """Corpus whose questions are asked."""
+    retriever: str | None = None
+    """Retrieval server URL (default: BM25 over the corpus, in-process)."""
+    limit: int | None = 50
+    """Questions to run, the first of the split (None: all)."""
+    topk: int = 3
+    """Documents per search."""
+    judge: str | None = None
+    """openai:URL#MODEL of a judge that decides answers exact match rejects (judged accuracy)."""
+
+
+def question_source(row: dict[str, Any]) -> str:
+    """The corpus source of the entry a question was made from (``wn:balloon`` -> wn)."""
+    return str(row.get("doc", "")).split(":", 1)[0] or "other"
+
+
+def question_kind(row: dict[str, Any]) -> str:
+    """The kind of a question, by its entry's source: wordnet, computing (FOLDOC, Jargon File), element."""
+    source = question_source(row)
+    return _KINDS.get(source, source)
+
+
+def search_instances(config: SearchEvalConfig) -> list[Instance]:
+    """The questions of the split, in order, each an episode of the answer env."""
+    from sparring.envs.search.answer_env import SearchAnswerEnv
+    from sparring.envs.search.corpus import corpus_dir
+    from sparring.envs.search.heldout import load_heldout
+
+    check_split(config.split)
+    if config.limit is not None and config.limit < 1:
+        raise SparringError(f"--limit must be at least 1 question, not {config.limit}.")
+
+    def make_env() -> SearchAnswerEnv:
+        return SearchAnswerEnv(
+            max_turns=config.max_turns, corpus=config.corpus, retriever=config.retriever, topk=config.topk
+        )
+
+    folder = corpus_dir(config.corpus)
+    if config.split == "train":
+        if not (folder / "seeds.jsonl").is_file():
+            raise SparringError(f"the corpus {config.corpus!r} is not built in {folder}; run `sparring corpus build`.")
+        return [
+            Instance(f"train-{i:04d}", EpisodeSpec(make_env, seed=i), "seeds", "seed")
+            for i in range(config.limit or 50)
+        ]
+    rows = load_heldout(folder, config.limit)
+    return [
+        Instance(
+            row["id"], EpisodeSpec(make_env, seed=i, options={"task": row}), question_source(row), question_kind(row)
+        )
+        for i, row in enumerate(rows)
+    ]
+
+
+def _judge_fn(spec_text: str | None, timeout_s: float) -> Any:
+    if not spec_text:
+        return None
+    from sparring.agents.answering import openai_judge_fn
+    from sparring.agents.evaluation.specs import probe_endpoint
+
+    spec = parse_spec(spec_text)
+    if spec.kind != "openai" or not spec.model:
+        raise SparringError(f"--judge {spec_text!r} must be openai:URL#MODEL (an OpenAI-compatible chat endpoint).")
+    probe_endpoint(spec.target, timeout_s)
+    return openai_judge_fn(spec.target, spec.model, timeout_s=timeout_s)
+
+
+def _record_fn(judge: Any) -> Any:
+    def record_of(instance: Instance, episode: Episode) -> dict[str, Any]:
+        outcome = dict(episode.outcome)
+        em, f1 = float(outcome.get("em", 0.0)), float(outcome.get("f1", 0.0))
+        answer = outcome.get("answer")
+        task = episode.task or {}
+        if episode.error:
+            reason = "error"
+        elif em == 1.0:
+            reason = None
+        elif outcome.get("copied_example"):
+            reason = "copied_example"
+        elif answer is None:
+            reason = str(outcome.get("status") or "no_answer")
+        else:
+            reason = "wrong_answer"
+        record: dict[str, Any] = {
+            "solved": em == 1.0,
+            "score": em,
+            "em": em,
+            "f1": f1,
+            "answer": answer,
+            "answers": list(task.get("answers") or outcome.get("answers") or []),
+            "question": task.get("question"),
+            "searches": len(outcome.get("queries") or []),
+            "reason": reason,
+            "outcome": outcome,
+        }
+        if judge is not None:
+            record["judged"] = _judged(judge, record)
+        return record
+
+    return record_of
+
+
+def _judged(judge: Any, record: dict[str, Any]) -> float | None:
+    """1.0 if exact match holds or the judge accepts the answer, 0.0 if not, None if the judge failed."""
+    if record["em"] == 1.0:
+        return 1.0
+    if not record["answer"] or not record["answers"] or not record["question"]:
+        return 0.0
+    try:
+        return 1.0 if judge(record["question"], record["answers"][0], record["answer"]) else 0.0
+    except SparringError as e:  # the record says so; the question counts as not judged correct
+        record["judge_error"] = str(e)
+        return None
+
+
+def evaluate_search(policy: Any, config: SearchEvalConfig, judge: Any = None) -> dict[str, Any]:
+    """Play ``policy`` on the split's questions into the evaluation folder and write the report.
+
+    Args:
+        policy: A generator, or a factory of scripted agents (see :func:`load_policy`).
+        config: The evaluation.
+        judge: ``judge(question, reference, prediction) -> bool`` for judged accuracy, or None.
+
+    Returns:
+        The report (``report.json``'s content).
+    """
+    instances = search_instances(config)
+    out = out_dir(config, "search", f"n{len(instances)}")
+    settings = {"corpus": config.corpus, "topk": config.topk, "judged": judge is not None}
+    run = run_identity(config, "search", **settings)
+    records = play(instances, policy, runner_config(config), out, run, _record_fn(judge))
+    return write_report(out, run, records, plots=config.plots)
+
+
+def run_search_eval(config: SearchEvalConfig) -> dict[str, Any]:
+    """``sparring eval search``: load the SPEC, evaluate, write the report, print its summary as JSON."""
+    spec = parse_spec(config.model)
+    search_instances(config)  # a missing corpus or a bad split is one sentence before a model loads
+    judge = _judge_fn(config.judge, config.request_timeout)
+    policy = load_policy(
+        spec, "search", chat_only=config.chat_only, timeout_s=config.request_timeout, device=config.device
+    )
+    report = evaluate_search(policy, config, judge)
+    print(json.dumps(headline(report)))
+    return report
