@@ -123,20 +123,21 @@ class HFGenerator:
                     "from the old weights); update between runner runs, once every stream has finished."
                 )
             if state_dict is not None:
-                self._load(state_dict)
-            self.prefix_cache.clear()
-            self._repack()
-            self._version += 1
+                # Checked before loading: a refused update must leave the weights as they were.
+                unknown = sorted(set(state_dict) - set(self.model.state_dict()))
+                if unknown:
+                    raise SparringError(
+                        f"the state dict names {len(unknown)} tensors that {self.name} does not have "
+                        f"({', '.join(unknown[:3])}, ...); pass the policy's own model.state_dict()."
+                    )
+            try:
+                if state_dict is not None:  # a partial dict updates only the tensors it names
+                    self.model.load_state_dict(dict(state_dict), strict=False)
+            finally:  # a load that failed halfway (a shape mismatch) has still changed some weights
+                self.prefix_cache.clear()
+                self._repack()
+                self._version += 1
             return self._version
-
-    def _load(self, state_dict: Mapping[str, Any]) -> None:
-        """Copy ``state_dict`` into the model's parameters (a partial dict updates what it names)."""
-        unexpected = self.model.load_state_dict(dict(state_dict), strict=False).unexpected_keys
-        if unexpected:
-            raise SparringError(
-                f"the state dict names {len(unexpected)} tensors that {self.name} does not have "
-                f"({', '.join(unexpected[:3])}, ...); pass the policy's own model.state_dict()."
-            )
 
     def _repack(self) -> None:
         """Pack the linear layers again from the current parameters (when this generator packs)."""

@@ -110,8 +110,11 @@ def test_update_refuses_unknown_tensors_and_rows_still_decoding(hf_generator: An
     import torch
 
     version = hf_generator.weights_version
+    weight = hf_generator.model.get_parameter(CHANGED)
+    kept = weight.detach().clone()
     with pytest.raises(SparringError, match="does not have"):
-        hf_generator.update_weights({"not.a.weight": torch.zeros(1)})
+        hf_generator.update_weights({CHANGED: torch.zeros_like(kept), "not.a.weight": torch.zeros(1)})
+    assert torch.equal(weight, kept)  # checked before loading: no tensor of a refused dict is copied
     stream = hf_generator.stream()
     stream.add([("a", _prompt(tokenizer), SamplingParams(temperature=0.0, max_new_tokens=4))])
     assert stream.active == 1
