@@ -42,7 +42,7 @@ def test_replay_agent_solves_and_records_turns():
     assert [ep.reward for ep in episodes] == [1.0, 1.0, 1.0]
     assert all(ep.terminated and not ep.truncated and len(ep.turns) == 3 for ep in episodes)
     assert episodes[0].turns[0].observation.startswith("number 0 is 8")
-    assert episodes[0].outcome == {"correct": True, "target": 19}
+    assert episodes[0].outcome == {"correct": True, "target": 19, "reward": 1.0}
     assert episodes[0].token_ids == []  # scripted episodes carry text only
 
 
@@ -117,7 +117,8 @@ def test_turn_and_time_limits():
     (by_turns,) = EpisodeRunner(lambda spec: ReplayAgent(loop), RunnerConfig(max_turns=2, progress=False)).run(
         [EpisodeSpec(lambda: SumEnv(max_turns=10), seed=0)]
     )
-    assert len(by_turns.turns) == 2 and by_turns.truncated and by_turns.outcome == {"status": "turn_limit"}
+    assert len(by_turns.turns) == 2 and by_turns.truncated
+    assert by_turns.outcome == {"status": "turn_limit", "reward": 0.0}
 
     class SlowSumEnv(SumEnv):
         def step(self, action):

@@ -88,7 +88,7 @@ def test_episode_ends_with_outcome_and_reward(env):
     assert obs.startswith(f"number 0 is {numbers[0]}")
     obs, reward, terminated, truncated, info = env.step(f"<answer>{sum(numbers)}</answer>")
     assert (obs, reward, terminated, truncated) == ("correct", 1.0, True, False)
-    assert info["outcome"] == {"correct": True, "target": sum(numbers)}
+    assert info["outcome"] == {"correct": True, "target": sum(numbers), "reward": 1.0}
     assert env.get_reward() == 1.0
     with pytest.raises(RuntimeError, match="reset"):
         env.step("<peek>0</peek>")
@@ -106,7 +106,7 @@ def test_turn_limit_truncates_with_outcome(env):
         env.step("<peek>0</peek>")
     obs, reward, terminated, truncated, info = env.step("<peek>1</peek>")
     assert (terminated, truncated) == (False, True)
-    assert info["outcome"] == {"status": "turn_limit"}
+    assert info["outcome"] == {"status": "turn_limit", "reward": 0.0}
 
 
 def test_reset_with_task_option_and_seed_draw():

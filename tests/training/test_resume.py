@@ -1,0 +1,57 @@
+"""A run killed with SIGKILL mid-run resumes from its latest checkpoint, losing at most the iteration in flight."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sparring.training.metrics import read_log
+from tests.conftest import default_corpus_built, require
+
+SPARRING = str(Path(sys.executable).with_name("sparring"))
+
+
+def _train(out: Path, model: Path, *extra: str) -> list[str]:
+    return [
+        SPARRING, "train", f"model={model}", f"out={out}", "games=search", "warm_start=false", "iterations=3",
+        "proposals=2", "search_group=2", "drawn_tasks=1", "search_max_turns=2", "max_new_tokens=8",
+        "concurrency=4", "checkpoint_every=1", "threads=1", *extra,
+    ]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_killed_run_resumes_where_its_last_checkpoint_left_it(tiny_model_dir: Path, tmp_path: Path) -> None:
+    require(default_corpus_built(), "the default corpus")
+    out = tmp_path / "run"
+    env = {**os.environ, "COLUMNS": "200"}
+    process = subprocess.Popen(_train(out, tiny_model_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    pointer = out / "checkpoints" / "latest"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and process.poll() is None:
+        if pointer.is_file() and pointer.read_text().strip() == "iter-000001":
+            break
+        time.sleep(0.2)
+    assert process.poll() is None, process.stderr.read().decode()[-2000:] if process.stderr else ""
+    process.send_signal(signal.SIGKILL)  # mid-run: iteration 2 is in flight
+    process.wait()
+    assert pointer.read_text().strip() == "iter-000001"
+
+    again = subprocess.run([*_train(out, tiny_model_dir), "--resume"], capture_output=True, text=True, env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "resumed from" in again.stderr and "(iteration 1)" in again.stderr
+    assert pointer.read_text().strip() == "iter-000003"
+    steps = [row["step"] for row in read_log(out)]
+    assert steps == [1, 2, 3]  # iteration 2 was played again from the checkpoint, nothing else was lost
+    state = json.loads((out / "checkpoints" / "iter-000003" / "config.json").read_text())
+    assert state["iterations"] == 3 and (out / "summary.png").is_file()
+
+    refused = subprocess.run(_train(out, tiny_model_dir), capture_output=True, text=True, env=env)
+    assert refused.returncode == 2 and "already holds a run" in " ".join(refused.stderr.split())

@@ -1,0 +1,169 @@
+"""The trainer on a tiny random model: updates, weight sync, checkpoints, config, demonstrations, the game."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from sparring import SparringError
+from sparring.agents.chat import append_tokens
+from sparring.envs.core import Episode, Turn
+from sparring.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from sparring.training.config import TrainConfig, load_config, presets
+from sparring.training.game import ReplayBuffer, Rollout, end_reason
+from sparring.training.sequences import action_logprobs, to_sequence
+from sparring.training.trainer import Trainer
+from tests.training.conftest import tiny_model
+
+
+def _trainer(tokenizer: Any, tmp_path: Path, *overrides: str, seed: int = 0) -> Trainer:
+    config = load_config(None, [f"out={tmp_path / 'run'}", "games=search", "threads=1", *overrides])
+    return Trainer(config, model=tiny_model(tokenizer, seed), tokenizer=tokenizer)
+
+
+def _episode(prompt: list[int], action: list[int], reward: float = 0.0) -> Episode:
+    ep = Episode(env_id="toy", role="solver", domain="search", task_id="t", task={}, prompt="p")
+    append_tokens(ep, prompt, -1, action=False)
+    append_tokens(ep, action, 0, action=True, logprobs=[-10.0] * len(action))
+    ep.turns.append(Turn(action="a", observation="", reward=reward))
+    ep.terminated = True
+    ep.outcome = {"reward": reward}
+    return ep
+
+
+def _logprob(trainer: Trainer, ep: Episode) -> float:
+    with torch.no_grad():
+        return float(action_logprobs(trainer.model, to_sequence(ep)).sum())
+
+
+def test_an_update_moves_probability_toward_the_better_episode_and_syncs_the_generator(
+    smol_tokenizer: Any, tmp_path: Path
+) -> None:
+    trainer = _trainer(smol_tokenizer, tmp_path, "lr=0.01", "std_scale=false")
+    good, bad = _episode([1, 2, 3, 4], [5, 6, 7], 1.0), _episode([1, 2, 3, 4], [8, 9, 10], 0.0)
+    before = (_logprob(trainer, good), _logprob(trainer, bad))
+    prompt = [1, 2, 3, 4]
+    generated_before = trainer.generator.logprobs([prompt + [5, 6, 7]], [4])[0]
+    group = ("search", "solver", "g")
+    stats = trainer.reinforce([Rollout(good, 1.0, [0.0], group, "done"), Rollout(bad, 0.0, [0.0], group, "done")])
+    after = (_logprob(trainer, good), _logprob(trainer, bad))
+    assert stats.sequences == 2 and stats.tokens == 6
+    assert after[0] > before[0] and after[1] < before[1]
+    assert trainer.generator.weights_version == 1  # the generator now samples from the new weights
+    generated_after = trainer.generator.logprobs([prompt + [5, 6, 7]], [4])[0]
+    assert sum(generated_after) > sum(generated_before)
+
+
+def test_equal_rewards_are_no_signal_and_are_dropped(smol_tokenizer: Any, tmp_path: Path) -> None:
+    trainer = _trainer(smol_tokenizer, tmp_path)
+    weights = [p.detach().clone() for p in trainer.model.parameters()]
+    group = ("search", "solver", "g")
+    rollouts = [Rollout(_episode([1, 2], [3, 4], 1.0), 1.0, [0.0], group, "done") for _ in range(3)]
+    stats = trainer.reinforce(rollouts)
+    assert stats.dropped_zero_variance == 1 and stats.sequences == 0
+    assert all(torch.equal(a, b) for a, b in zip(weights, trainer.model.parameters(), strict=True))
+
+
+def test_overlong_episodes_are_masked_by_default(smol_tokenizer: Any, tmp_path: Path) -> None:
+    trainer = _trainer(smol_tokenizer, tmp_path)
+    group = ("search", "solver", "g")
+    rollouts = [
+        Rollout(_episode([1, 2], [3, 4], 1.0), 1.0, [0.0], group, "done"),
+        Rollout(_episode([1, 2], [5, 6], 0.0), 0.0, [0.0], group, "overlong"),
+    ]
+    kept, advantages, _ = trainer.credit(rollouts)
+    assert [r.reason for r in kept] == ["done"]
+
+
+def test_a_checkpoint_restores_weights_optimizer_rng_replay_and_counters(smol_tokenizer: Any, tmp_path: Path) -> None:
+    trainer = _trainer(smol_tokenizer, tmp_path, "lr=0.01")
+    group = ("search", "solver", "g")
+    trainer.reinforce(
+        [Rollout(_episode([1, 2], [3, 4], 1.0), 1.0, [0.0], group, "done"),
+         Rollout(_episode([1, 2], [5, 6], 0.0), 0.0, [0.0], group, "done")]
+    )  # fmt: skip
+    trainer.iteration, trainer.warm_started = 3, True
+    trainer.replay["search"].add([{"id": "q1", "question": "?", "answers": ["a"]}])
+    folder = save_checkpoint(trainer)
+    assert folder is not None and latest_checkpoint(trainer.out) == folder
+    expected_draw = trainer.rng.integers(0, 2**31)
+
+    fresh = _trainer(smol_tokenizer, tmp_path, seed=1)
+    load_checkpoint(fresh, folder)
+    assert all(torch.equal(a, b) for a, b in zip(trainer.model.parameters(), fresh.model.parameters(), strict=True))
+    assert fresh.iteration == 3 and fresh.warm_started and fresh.replay["search"].tasks[0]["id"] == "q1"
+    assert fresh.rng.integers(0, 2**31) == expected_draw
+    state = fresh.optimizer.state_dict()["state"]
+    original = trainer.optimizer.state_dict()["state"]
+    assert state and all(torch.equal(state[k]["exp_avg"], original[k]["exp_avg"]) for k in state)
+    assert fresh.generator.weights_version >= 1  # its generator samples from the loaded weights
+
+
+def test_config_presets_overrides_and_errors() -> None:
+    assert {"cpu-demo", "cpu-learn", "gpu-1"} <= set(presets())
+    config = load_config("cpu-learn", ["iterations=7", "lam=0.25", "games=search", "threads=none", "bf16=false"])
+    assert (config.iterations, config.lam, config.games, config.threads) == (7, 0.25, ["search"], None)
+    assert load_config(None, []) == TrainConfig()
+    for bad, message in [
+        (["iteratons=3"], "unknown config key 'iteratons'.*did you mean iterations"),
+        (["iterations=many"], "takes a int"),
+        (["games=chess"], "games must be some of search, swe"),
+        (["swe_tasks=all"], "must be one of policy, procedural, mix"),
+        (["iterations"], "is not key=value"),
+    ]:
+        with pytest.raises(SparringError, match=message):
+            load_config("cpu-demo", bad)
+    with pytest.raises(SparringError, match="no preset 'nope'"):
+        load_config("nope")
+
+
+def test_end_reasons_and_the_replay_buffer() -> None:
+    ep = _episode([1], [2])
+    assert end_reason(ep) == "done"
+    ep.terminated, ep.truncated, ep.outcome = False, True, {"status": "context_limit"}
+    assert end_reason(ep) == "overlong"
+    ep.outcome = {"status": "time_limit"}
+    assert end_reason(ep) == "timeout"
+    ep.outcome, ep.error = {}, "RuntimeError: container died"
+    assert end_reason(ep) == "env_error"
+    replay = ReplayBuffer(clear_every=2)
+    replay.add([{"id": str(i)} for i in range(5)])
+    picks = replay.sample(3, np.random.default_rng(0))
+    assert len({p["id"] for p in picks}) == 3
+    replay.tick(0)
+    assert len(replay.tasks) == 5
+    replay.tick(1)
+    assert replay.tasks == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_two_ranks_with_gloo_end_an_update_with_identical_parameters(tiny_model_dir: Path, tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "ddp.json"
+    root = Path(__file__).resolve().parents[2]
+    import socket
+
+    with socket.socket() as s:  # a free loopback port for the rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # torchrun starts the two ranks; the trainer's Accelerator finds them and uses gloo on CPU.
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr",
+               "127.0.0.1", "--master_port", str(port), "-m", "tests.training.ddp_worker", str(out),
+               str(tiny_model_dir)]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=540, env=env, cwd=root)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["ranks"] == 2
+    first, second = result["checksums"]
+    assert first == second  # the gradient all-reduce kept the two replicas identical
+    assert result["reduced"] == {"rank": 0.5, "tokens": 4.5}
