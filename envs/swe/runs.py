@@ -1,22 +1,31 @@
 """Running a bug artifact's tests on one state of the repository, in a fresh container.
 
 A :class:`RepoState` says which of the artifact's diffs are applied on top of the original code
-(the image's ``/repo``); :func:`run_state` takes a fresh container from a pool, builds the state,
-runs ``test_script.sh`` and parses its result with ``test_parser.py`` or the built-in JUnit
-parser. Validation and grading both go through here, so they see the tests the same way.
+(the image's ``/repo``). :func:`harness_state` takes a fresh container from a pool, builds the
+state and runs the listed test files the harness's way (:func:`~sparring.envs.swe.harness.harness_run`):
+that run is the verdict. Asked to, it then runs the artifact's own ``test_script.sh`` and parses
+it with ``test_parser.py`` or the built-in JUnit parser (:func:`run_script`) on the same state
+with probe tests appended (:func:`probe_tests`), so validation can hold the artifact's script and
+parser to what the harness saw. :func:`run_state` (script only) is kept for callers that want the
+artifact's own view.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import secrets
 import shlex
 import tarfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparring.envs.swe.bugs.artifact import JUNIT_PATH, BugArtifact, split_diff
+from sparring import SparringError
+from sparring.envs.swe.bugs.artifact import JUNIT_PATH, BugArtifact, reverse_diff, split_diff
+from sparring.envs.swe.testing import TestRun as HarnessRun
 from sparring.envs.swe.testing import parse_junit_xml
 
 __all__ = [
@@ -24,9 +33,15 @@ __all__ = [
     "ORIGINAL",
     "WEAKENED",
     "BUG_DIR",
+    "REPAIRED",
     "RepoState",
+    "SharedIni",
+    "StateRun",
     "TestRun",
+    "harness_state",
     "prepare_state",
+    "probe_tests",
+    "repo_ini",
     "run_script",
     "run_state",
 ]
@@ -42,6 +57,10 @@ _q = shlex.quote
 
 _STATUSES = {"passed", "failed", "error", "skipped"}
 
+#: Where the artifact's parser writes its verdicts, and the most of them (or of a JUnit report) read back.
+PARSED_PATH = "/tmp/sparring-parsed.json"
+MAX_PARSED_BYTES = 16 << 20
+
 
 @dataclass(frozen=True)
 class RepoState:
@@ -51,16 +70,21 @@ class RepoState:
         bug: Apply ``bug_inject.diff``.
         weaken: Apply ``test_weaken.diff``.
         revert: Files whose part of the bug diff is left out (check 7, inverse mutation).
+        fixed: Undo the bug again after applying it, as a repair lands: the original code, in
+            files rewritten since the image was built (what a solver's perfect fix leaves).
     """
 
     bug: bool = False
     weaken: bool = False
     revert: tuple[str, ...] = ()
+    fixed: bool = False
 
 
 ORIGINAL = RepoState()
 BUGGY = RepoState(bug=True)
 WEAKENED = RepoState(bug=True, weaken=True)
+#: The original code reached the way a repair reaches it (validation runs the artifact's script here).
+REPAIRED = RepoState(bug=True, fixed=True)
 
 
 @dataclass
@@ -118,6 +142,8 @@ def prepare_state(sandbox: Any, artifact: BugArtifact, state: RepoState) -> tupl
         kept = "".join(d for p, d in parts.items() if p not in state.revert)
         if kept:
             steps.append(("changed_files", "bug_inject.diff", kept))
+            if state.fixed:
+                steps.append(("changed_files", "bug_fix.diff", reverse_diff(kept)))
     if state.weaken:
         steps.append(("weakening_hides_bug", "test_weaken.diff", artifact.test_weaken_diff))
     for check, name, diff in steps:
@@ -132,7 +158,7 @@ def prepare_state(sandbox: Any, artifact: BugArtifact, state: RepoState) -> tupl
 
 def run_script(sandbox: Any, artifact: BugArtifact, timeout: float) -> TestRun:
     """Run the artifact's test script in /repo and parse the result (the state must be built)."""
-    sandbox.exec(f"rm -f {JUNIT_PATH} /tmp/sparring-out.txt", user="root", timeout=30)
+    sandbox.exec(f"rm -f {JUNIT_PATH} /tmp/sparring-out.txt {PARSED_PATH}", user="root", timeout=30)
     t0 = time.perf_counter()
     r = sandbox.exec(
         f"export SPARRING_JUNIT={JUNIT_PATH} PYTHONDONTWRITEBYTECODE=1; "
@@ -147,17 +173,21 @@ def run_script(sandbox: Any, artifact: BugArtifact, timeout: float) -> TestRun:
         run.parse_error = f"the test script timed out after {timeout:.0f} s"
         return run
     if artifact.test_parser is not None:
-        p = sandbox.exec(f"python3 {BUG_DIR}/test_parser.py < /tmp/sparring-out.txt", workdir="/repo", timeout=60)
+        # to a file: a suite's verdicts are longer than the output a command keeps
+        p = sandbox.exec(
+            f"python3 {BUG_DIR}/test_parser.py < /tmp/sparring-out.txt > {PARSED_PATH}", workdir="/repo", timeout=60
+        )
         try:
-            data = json.loads(p.stdout)
-        except json.JSONDecodeError:
+            data = json.loads(sandbox.get_file(PARSED_PATH, max_bytes=MAX_PARSED_BYTES))
+        except (OSError, ValueError):
             run.parse_error = (
-                f"test_parser.py did not print a JSON object (exit {p.exit_code}): {p.stderr.strip()[-200:]}"
+                f"test_parser.py did not print a JSON object of at most {MAX_PARSED_BYTES} bytes "
+                f"(exit {p.exit_code}): {p.stderr.strip()[-200:]}"
             )
             return run
     else:
         try:
-            xml = sandbox.get_file(JUNIT_PATH)
+            xml = sandbox.get_file(JUNIT_PATH, max_bytes=MAX_PARSED_BYTES)
         except Exception:
             run.parse_error = f"the script wrote no JUnit report to $SPARRING_JUNIT ({JUNIT_PATH})"
             return run
@@ -185,5 +215,176 @@ def run_state(pool: Any, artifact: BugArtifact, state: RepoState, timeout: float
         if failed:
             return TestRun(setup_check=failed[0], setup_error=failed[1])
         return run_script(sandbox, artifact, timeout)
+    finally:
+        sandbox.close()
+
+
+# ------------------------------------------------------------------------------ the harness's runs
+
+
+def repo_ini(sandbox: Any, artifact: BugArtifact) -> str:
+    """The harness's pytest configuration for the artifact's test files, read from the image's own /repo.
+
+    Call it on a fresh container, before any diff is applied: the options then come from the
+    repository's own configuration files, whatever the artifact's diffs would do to them.
+
+    Raises:
+        RuntimeError: The configuration could not be read.
+        ValueError: A test path is not a plain relative path (the static checks refuse those first).
+    """
+    from sparring.envs.swe.harness import pytest_ini
+
+    return pytest_ini(sandbox, artifact.test_files)
+
+
+class SharedIni:
+    """The harness's configuration for one artifact, read once from the first fresh container that asks.
+
+    Every state's container asks before its diffs are applied, so whichever comes first reads the
+    repository's own configuration; the others wait for that answer instead of reading it again.
+    """
+
+    def __init__(self, artifact: BugArtifact):
+        """Nothing is read until :meth:`get`."""
+        self._artifact = artifact
+        self._lock = threading.Lock()
+        self._value: str | None = None
+        self._error: str | None = None
+
+    def get(self, sandbox: Any) -> str:
+        """The configuration; ``sandbox`` must be a fresh container (used only by the first caller).
+
+        Raises:
+            RuntimeError: It could not be read (the same error for every caller).
+        """
+        with self._lock:
+            if self._value is None and self._error is None:
+                try:
+                    self._value = repo_ini(sandbox, self._artifact)
+                except (RuntimeError, ValueError) as e:
+                    self._error = str(e)
+        if self._value is None:
+            raise RuntimeError(self._error)
+        return self._value
+
+
+def probe_tests(artifact: BugArtifact) -> tuple[dict[str, str], dict[str, str]]:
+    """Probe tests to append to the artifact's Python test files, and the verdict each must get.
+
+    Each probe file gets two tests with fresh random names, one that passes and one that fails,
+    in a random order. An honest script and parser report them like any other test; a script that
+    runs no tests, runs other ones, or writes its own report, and a parser that reads the
+    repository instead of the results, cannot know their names or verdicts in advance.
+
+    Returns:
+        (path -> text to append, test id -> expected status).
+    """
+    appendix: dict[str, str] = {}
+    expected: dict[str, str] = {}
+    for path in artifact.test_files:
+        if not path.endswith(".py"):
+            continue
+        text = "\n\n"
+        for fails in secrets.SystemRandom().sample([False, True], 2):
+            name = f"test_sparring_probe_{secrets.token_hex(6)}"
+            a, b = secrets.randbelow(1000), secrets.randbelow(1000)
+            text += f"\n\ndef {name}():\n    assert {a} + {b} == {a + b + (1 if fails else 0)}\n"
+            expected[f"{path}::{name}"] = "failed" if fails else "passed"
+        appendix[path] = text
+    return appendix, expected
+
+
+@dataclass
+class StateRun:
+    """One state built in a fresh container and run the harness's way (and the artifact's way, when asked).
+
+    Attributes:
+        harness: The harness's run; None when the state could not be built.
+        script: The artifact's script and parser on the same state with :func:`probe_tests`
+            appended, run after the harness's run; None when not asked for.
+        probes: Test id -> the status each probe must get.
+        setup_error: Why the state could not be built, or None.
+        setup_check: The validation check a setup error belongs to.
+        started: ``time.monotonic()`` when the harness's run started.
+    """
+
+    harness: HarnessRun | None = None
+    script: TestRun | None = None
+    probes: dict[str, str] = field(default_factory=dict)
+    setup_error: str | None = None
+    setup_check: str = ""
+    started: float = 0.0
+
+
+def harness_state(
+    pool: Any,
+    artifact: BugArtifact,
+    state: RepoState,
+    *,
+    ini: SharedIni,
+    timeout: float,
+    test_timeout: float | None = None,
+    targets: list[str] | None = None,
+    hash_seed: int | None = None,
+    with_script: bool = False,
+    wait: Callable[[], None] | None = None,
+) -> StateRun:
+    """Build ``state`` in a fresh container of ``pool`` and run the harness on it; discard the container.
+
+    Args:
+        pool: A :class:`SandboxPool` of the repository image.
+        artifact: The bug artifact.
+        state: Which diffs to apply.
+        ini: The harness's configuration, shared by the states of one validation.
+        timeout: Seconds the harness's run (and the artifact's script) may take.
+        test_timeout: Seconds one test may take (a test over it fails and is listed as timed out).
+        targets: What pytest runs: node ids or files; the artifact's test files when None.
+        hash_seed: ``PYTHONHASHSEED`` of the run; the image's when None.
+        with_script: Also run the artifact's script and parser, with probe tests appended.
+        wait: Called right before the harness's run starts (keeps re-runs some time apart).
+
+    Raises:
+        SparringError: No container could be had (the engine's trouble, not the artifact's).
+    """
+    from sparring.envs.swe.harness import harness_run
+
+    sandbox = pool.acquire()
+    try:
+        try:
+            config = ini.get(sandbox)
+        except RuntimeError as e:
+            return StateRun(setup_check="test_files", setup_error=f"the harness cannot run these test files: {e}")
+        failed = prepare_state(sandbox, artifact, state)
+        if failed:
+            return StateRun(setup_check=failed[0], setup_error=failed[1])
+        if wait is not None:
+            wait()
+        run = StateRun(started=time.monotonic())
+        run.harness = harness_run(
+            sandbox,
+            targets or artifact.test_files,
+            config=config,
+            timeout=timeout,
+            test_timeout=test_timeout,
+            hash_seed=hash_seed,
+        )
+        if with_script:
+            appendix, run.probes = probe_tests(artifact)
+            for path, text in appendix.items():
+                q = _q(path)
+                add = sandbox.exec(
+                    f"test -f {q} && ! test -L {q} && printf %s {_q(text)} >> {q}",
+                    workdir="/repo",
+                    user="root",
+                    timeout=30,
+                )
+                if not add.ok:  # not a plain file: no probe there
+                    run.probes = {k: v for k, v in run.probes.items() if not k.startswith(path + "::")}
+            run.script = run_script(sandbox, artifact, timeout)
+        return run
+    except ValueError as e:  # a test path the harness refuses (the static checks refuse those first)
+        return StateRun(setup_check="test_files", setup_error=str(e))
+    except (OSError, SparringError) as e:  # the container broke while the state was built or tested
+        return StateRun(harness=HarnessRun(status="crash", detail=f"the container stopped answering ({e})"))
     finally:
         sandbox.close()

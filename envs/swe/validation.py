@@ -1,34 +1,72 @@
-"""Validation of a bug artifact: the seven checks of Self-play SWE-RL (DESIGN §3.3).
+"""Validation of a bug artifact: the seven checks of Self-play SWE-RL (DESIGN §3.3), and two of ours.
 
-1. ``test_files`` — the test files exist and cover every file ``test_weaken.diff`` touches;
-2. ``parser`` — the parser yields ``{test_id: status}`` (on every run);
-3. ``passing_before`` — on the original code the script runs and ≥ ``min_passing_tests`` pass;
+1. ``test_files`` — the test files exist, are plain paths inside the repository, and cover every
+   file ``test_weaken.diff`` touches;
+2. ``parser`` — the artifact's parser yields ``{test_id: status}`` (on every run of its script);
+3. ``passing_before`` — on the original code ≥ ``min_passing_tests`` pass;
 4. ``changed_files`` — ``bug_inject.diff`` applies, changes no file grading restores or ignores, and
    changes ≥ ``min_changed_files`` code files (not tests by name or by the catalog's ``test_dir``);
-5. ``failing_after_bug`` — ≥ ``min_failing_tests`` tests that passed now fail;
+5. ``failing_after_bug`` — ≥ ``min_failing_tests`` tests that passed now fail (a test that fails
+   only by the per-test time limit does not count);
 6. ``weakening_hides_bug`` — some of those pass again once ``test_weaken.diff`` is applied too;
-7. ``inverse_mutation`` — reverting each changed file alone makes at least one failing test pass.
+7. ``inverse_mutation`` — reverting each changed file alone makes at least one failing test pass;
+8. ``deterministic`` — the failing tests fail again, not by timeout, in ``reruns`` more runs of the
+   buggy code, each in a fresh container with its own random hash seed and some time after the
+   previous one, and (where the original code was run here) the passing tests pass again in a
+   fresh run with another hash seed: a bug on by chance, by the clock or by a timeout is refused;
+9. ``harness_agreement`` — the artifact's own ``test_script.sh`` and ``test_parser.py``, run on the
+   original and the buggy code with probe tests of random names appended to the test files, report
+   exactly what the harness saw (the same ids and verdicts): they run the listed test files, and
+   only those, and read the results (skipped when the script is the harness's own default). The
+   original code is reached there as a repair reaches it (bug applied, then undone), so a script
+   that tells a repaired file from an untouched one cannot hide from this check.
 
-Each run starts from a fresh container of the repository image (the original code), so a run
-cannot see what another left behind; the independent runs go in parallel over a
-:class:`SandboxPool`. A failed check's name is the verdict's ``reason``.
+Every verdict comes from the harness's own run (:func:`~sparring.envs.swe.harness.harness_run`:
+its own configuration, plugins and interpreter setup, a run that counts only if it ended
+honestly), never from the artifact's script or parser, which therefore cannot decide a verdict:
+checks 2 and 9 only hold them to it. Each run starts from a fresh container of the repository image
+(the original code), so a run cannot see what another left behind; the independent runs go in
+parallel over a :class:`SandboxPool`. A failed check's name is the verdict's ``reason``.
 """
 
 from __future__ import annotations
 
+import re
+import secrets
+import shlex
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sparring.envs.swe.bugs.artifact import BugArtifact, diff_files
+from sparring.envs.swe.bugs.artifact import DEFAULT_TEST_SCRIPT, BugArtifact, diff_files
 from sparring.envs.swe.grading import protected_paths
+from sparring.envs.swe.harness import HONEST_STATUSES
 from sparring.envs.swe.repos.sdists import TEST_FILE  # the catalog's own notion of a test file
-from sparring.envs.swe.runs import BUGGY, ORIGINAL, WEAKENED, RepoState, TestRun, run_state
+from sparring.envs.swe.runs import (
+    BUGGY,
+    ORIGINAL,
+    REPAIRED,
+    WEAKENED,
+    RepoState,
+    SharedIni,
+    StateRun,
+    TestRun,
+    harness_state,
+)
+from sparring.envs.swe.testing import TestRun as HarnessRun
 
-__all__ = ["CHECKS", "ValidationConfig", "ValidationResult", "code_files", "validate_artifact"]
+__all__ = [
+    "CHECKS",
+    "MAX_ARTIFACT_BYTES",
+    "ValidationConfig",
+    "ValidationResult",
+    "code_files",
+    "validate_artifact",
+]
 
-#: The seven checks, in order; a failing check's name is the verdict's reason.
+#: The checks, in order; a failing check's name is the verdict's reason.
 CHECKS = (
     "test_files",
     "parser",
@@ -37,21 +75,39 @@ CHECKS = (
     "failing_after_bug",
     "weakening_hides_bug",
     "inverse_mutation",
+    "deterministic",
+    "harness_agreement",
 )
+
+#: Bytes of one artifact file at most (a real bug's diffs are a few KB; the harness reads no more).
+MAX_ARTIFACT_BYTES = 1 << 20
+#: Test files an artifact may list at most.
+MAX_TEST_FILES = 64
+#: Failing tests re-run by node id at most; with more, the re-runs run the test files.
+MAX_RERUN_IDS = 200
+
+#: A test path the harness runs: plain characters, relative, no ``..`` (the harness's own rule, for files).
+_PLAIN_PATH = re.compile(r"^[\w.+@-][\w./+@-]*$")
 
 
 @dataclass
 class ValidationConfig:
-    """Parameters of validation (defaults: SSR's)."""
+    """Parameters of validation (the thresholds are SSR's defaults)."""
 
     min_passing_tests: int = 1
     """Check 3: tests that must pass on the original code."""
     min_failing_tests: int = 1
-    """Check 5: tests that passed before and must fail with the bug."""
+    """Check 5: tests that passed before and must fail with the bug (also after check 8's re-runs)."""
     min_changed_files: int = 1
     """Check 4: non-test files the bug must change."""
     test_timeout: float = 300.0
-    """Seconds one run of the test script may take."""
+    """Seconds one run of the test files (and of the artifact's script) may take."""
+    per_test_timeout: float = 30.0
+    """Seconds one test may take; a test over it fails by timeout, which does not count as failing."""
+    reruns: int = 2
+    """Check 8: extra runs of the buggy code's failing tests, each in a fresh container."""
+    rerun_gap: float = 0.5
+    """Check 8: seconds at least between the starts of two runs of the buggy code."""
     parallel: int = 2
     """Test runs at once (one container each); the independent runs go side by side."""
 
@@ -61,14 +117,15 @@ class ValidationResult:
     """The verdict on an artifact.
 
     Attributes:
-        valid: Whether all seven checks hold.
+        valid: Whether every check holds.
         reason: Name of the first failed check (one of :data:`CHECKS`), or None when valid.
         detail: One sentence on why it failed.
         checks: Check name -> held (checks not reached are absent).
-        fail_to_pass: Tests that pass on the original code and fail with the bug (the oracle).
+        fail_to_pass: Tests that pass on the original code and fail with the bug in every run (the oracle).
         pass_to_pass: Tests that pass both before and with the bug.
         seconds: Wall time of the validation.
-        runs: Seconds of each test run, by state name.
+        runs: Seconds of each test run, by state name (``rerun:N`` for check 8's runs).
+        notes: What validation left out without refusing the bug (tests that failed only by timeout).
     """
 
     valid: bool
@@ -79,6 +136,7 @@ class ValidationResult:
     pass_to_pass: list[str] = field(default_factory=list)
     seconds: float = 0.0
     runs: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def expected(self) -> list[str]:
@@ -101,13 +159,26 @@ class _Rejected(Exception):
         self.check, self.detail = check, detail
 
 
-def _static_checks(artifact: BugArtifact, config: ValidationConfig, checks: dict[str, bool]) -> list[str]:
-    """Checks 1 (coverage part) and 4 on the artifact's text; returns the bug's changed files."""
+# ------------------------------------------------------------------------------ the artifact's text
+
+
+def _static_checks(artifact: BugArtifact, config: ValidationConfig) -> list[str]:
+    """Checks 1 (paths and coverage) and 4 on the artifact's text; returns the bug's changed files."""
+    for name, text in artifact.files().items():
+        if len(text.encode("utf-8", "surrogatepass")) > MAX_ARTIFACT_BYTES:
+            raise _Rejected("test_files", f"{name} is over {MAX_ARTIFACT_BYTES} bytes; a bug artifact is a few KB.")
     if not artifact.test_files:
         raise _Rejected("test_files", "test_files.txt lists no test file.")
+    if len(artifact.test_files) > MAX_TEST_FILES:
+        raise _Rejected(
+            "test_files", f"test_files.txt lists {len(artifact.test_files)} files; at most {MAX_TEST_FILES}."
+        )
     outside = [p for p in artifact.test_files if p.startswith("/") or ".." in p.split("/")]
     if outside:
         raise _Rejected("test_files", f"test_files.txt names {outside}; list paths relative to /repo, inside it.")
+    odd = [p for p in artifact.test_files if not _PLAIN_PATH.match(p)]
+    if odd:
+        raise _Rejected("test_files", f"test_files.txt names {odd[:3]}; list plain file paths (no spaces, no ::).")
     uncovered = [p for p in diff_files(artifact.test_weaken_diff) if p not in artifact.test_files]
     if uncovered:
         raise _Rejected("test_files", f"test_weaken.diff changes {uncovered}, which test_files.txt does not list.")
@@ -153,8 +224,57 @@ def code_files(artifact: BugArtifact, paths: list[str]) -> list[str]:
     return [p for p in paths if not TEST_FILE.search(p) and p != test_dir and not p.startswith(test_dir + "/")]
 
 
-def _passed(run: TestRun) -> set[str]:
-    return {t for t, s in run.statuses.items() if s == "passed"}
+def harness_script(artifact: BugArtifact) -> bool:
+    """Whether the artifact's script is the harness's default over its test files and it has no parser.
+
+    Such a script adds nothing to check: it is the harness's own (procedural bugs use it), so check
+    9 does not run it.
+    """
+    own = (DEFAULT_TEST_SCRIPT.format(files=" ".join(artifact.test_files)),
+           DEFAULT_TEST_SCRIPT.format(files=" ".join(shlex.quote(f) for f in artifact.test_files)))  # fmt: skip
+    return artifact.test_parser is None and artifact.test_script.strip() in {s.strip() for s in own}
+
+
+# --------------------------------------------------------------------------------- the runs
+
+
+class _Spacing:
+    """Keeps the starts of the buggy code's runs at least ``gap`` seconds apart (check 8)."""
+
+    def __init__(self, gap: float):
+        self.gap = gap
+        self.last = 0.0
+        self.lock = threading.Lock()
+
+    def mark(self, started: float) -> None:
+        with self.lock:
+            self.last = max(self.last, started)
+
+    def __call__(self) -> None:
+        with self.lock:
+            delay = self.last + self.gap - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            self.last = time.monotonic()
+
+
+def _passed(run: HarnessRun | None) -> set[str]:
+    return {t for t, s in run.tests.items() if s == "passed"} if run else set()
+
+
+def _baseline_run(baseline: TestRun | HarnessRun) -> StateRun:
+    """The original code's known results as a state run (the image's clean runs: two, so check 8 has them)."""
+    statuses = baseline.statuses if isinstance(baseline, TestRun) else baseline.tests
+    return StateRun(harness=HarnessRun(status="passed", tests=dict(statuses), seconds=baseline.seconds))
+
+
+def _rerun(pool: Any, artifact: BugArtifact, state: RepoState, targets: list[str] | None, **kw: Any) -> StateRun:
+    """A re-run of ``targets`` (node ids); where pytest knows none of them by that id, of the test files."""
+    run = harness_state(pool, artifact, state, targets=targets, **kw)
+    if targets and run.harness is not None and run.harness.status == "crash" and run.harness.exit_code == 4:
+        # a usage error: some ids do not exist under this hash seed (parameter ids built from sets)
+        run = harness_state(pool, artifact, state, **kw)
+    return run
 
 
 def validate_artifact(
@@ -162,9 +282,9 @@ def validate_artifact(
     image: str,
     pool: Any = None,
     config: ValidationConfig | None = None,
-    baseline: TestRun | None = None,
+    baseline: TestRun | HarnessRun | None = None,
 ) -> ValidationResult:
-    """Run the seven checks on ``artifact`` against the repository in ``image``.
+    """Run the checks on ``artifact`` against the repository in ``image``.
 
     Args:
         artifact: The injector's five files.
@@ -172,12 +292,12 @@ def validate_artifact(
         pool: A :class:`SandboxPool` of ``image`` to draw fresh containers from; one is made
             (and closed) when None.
         config: Thresholds and limits.
-        baseline: A run of this artifact's script on the original code, if one is known (the
-            original code never changes, so a caller validating many artifacts with the same
-            script and test files can reuse it).
+        baseline: The harness's results on the original code for these test files, if known (the
+            image's clean runs, recorded when it was built: two runs, so no re-run is needed).
 
     Returns:
-        The verdict; never raises for a bad artifact.
+        The verdict; never raises for anything in the artifact (an engine that starts no
+        container raises ``SparringError``, the transient kind).
     """
     config = config or ValidationConfig()
     t0 = time.perf_counter()
@@ -189,21 +309,12 @@ def validate_artifact(
 
         pool = SandboxPool(image, size=config.parallel)
     try:
-        changed = _static_checks(artifact, config, checks)
-        states: dict[str, RepoState] = {"buggy": BUGGY, "weakened": WEAKENED}
-        if baseline is None:
-            states["original"] = ORIGINAL
-        if len(changed) > 1:  # with one changed file, reverting it gives the original code
-            for path in changed:
-                states[f"revert:{path}"] = RepoState(bug=True, revert=(path,))
-        with ThreadPoolExecutor(max_workers=max(1, config.parallel)) as ex:
-            futures = {
-                name: ex.submit(run_state, pool, artifact, st, config.test_timeout) for name, st in states.items()
-            }
-            runs = {name: f.result() for name, f in futures.items()}
-        if baseline is not None:
-            runs["original"] = baseline
-        result.runs = {name: round(r.seconds, 3) for name, r in runs.items()}
+        changed = _static_checks(artifact, config)
+        runs = _run_states(pool, artifact, config, changed, baseline)
+        result.runs = {
+            name: round(r.harness.seconds + (r.script.seconds if r.script else 0.0), 3) if r.harness else 0.0
+            for name, r in runs.items()
+        }
         _judge(artifact, config, changed, runs, checks, result)
         result.valid = True
     except _Rejected as rejected:
@@ -216,26 +327,76 @@ def validate_artifact(
     return result
 
 
+def _run_states(
+    pool: Any, artifact: BugArtifact, config: ValidationConfig, changed: list[str], baseline: Any
+) -> dict[str, StateRun]:
+    """Every run the checks need: the states at once, then check 8's re-runs once the failing tests are known."""
+    ini = SharedIni(artifact)
+    spacing = _Spacing(config.rerun_gap)
+    common = {"ini": ini, "timeout": config.test_timeout, "test_timeout": config.per_test_timeout}
+    script = not harness_script(artifact)
+    states: dict[str, RepoState] = {"buggy": BUGGY, "weakened": WEAKENED}
+    if baseline is None:  # reached as a repair reaches it, so a script that tells the two apart is caught
+        states["original"] = REPAIRED
+    if len(changed) > 1:  # with one changed file, reverting it gives the original code
+        for path in changed:
+            states[f"revert:{path}"] = RepoState(bug=True, revert=(path,))
+    with ThreadPoolExecutor(max_workers=max(1, config.parallel)) as ex:
+        futures: dict[str, Future[StateRun]] = {
+            name: ex.submit(harness_state, pool, artifact, st, with_script=script and st in (BUGGY, REPAIRED), **common)
+            for name, st in states.items()
+        }
+        buggy = futures["buggy"].result()
+        spacing.mark(buggy.started)
+        original = _baseline_run(baseline) if baseline is not None else futures["original"].result()
+        failing = sorted(_passed(original.harness) - _passed(buggy.harness))
+        if failing and buggy.harness and buggy.harness.status in HONEST_STATUSES:
+            targets = failing if len(failing) <= MAX_RERUN_IDS else None
+            for k in range(config.reruns):
+                seed = 1 + secrets.randbelow(2**32 - 2)  # never the image's 0, and not one the bug can expect
+                futures[f"rerun:{k + 1}"] = ex.submit(
+                    _rerun, pool, artifact, BUGGY, targets, hash_seed=seed, wait=spacing, **common
+                )
+            if baseline is None and original.harness and original.harness.status in HONEST_STATUSES:
+                seed = 1 + secrets.randbelow(2**32 - 2)
+                futures["rerun:original"] = ex.submit(harness_state, pool, artifact, ORIGINAL, hash_seed=seed, **common)
+        runs = {name: f.result() for name, f in futures.items()}
+    if baseline is not None:
+        runs["original"] = original
+    return runs
+
+
+# ------------------------------------------------------------------------------------ judging
+
+
+def _honest(run: StateRun, what: str, check: str) -> HarnessRun:
+    """The harness's run of a state, refusing with ``check`` when it did not end honestly."""
+    h = run.harness
+    assert h is not None  # states that could not be built were refused under check 1 or 4 already
+    if h.status not in HONEST_STATUSES:
+        raise _Rejected(check, f"the run on the {what} did not count ({h.status}): {h.detail}")
+    return h
+
+
 def _judge(
     artifact: BugArtifact,
     config: ValidationConfig,
     changed: list[str],
-    runs: dict[str, TestRun],
+    runs: dict[str, StateRun],
     checks: dict[str, bool],
     result: ValidationResult,
 ) -> None:
-    """Checks 1-7 on the runs' results, in order; raises :class:`_Rejected` at the first failure."""
-    original, buggy, weakened = runs["original"], runs["buggy"], runs["weakened"]
+    """The checks on the runs' results, in order; raises :class:`_Rejected` at the first failure."""
     for run in runs.values():
         if run.setup_error:
             check = "test_files" if run.setup_error.startswith("missing test file") else run.setup_check
             raise _Rejected(check, run.setup_error)
     checks["test_files"] = True
     for name, run in runs.items():
-        if run.parse_error:
-            raise _Rejected("parser", f"on the {name.split(':')[0]} code: {run.parse_error}")
+        if run.script is not None and run.script.parse_error:
+            raise _Rejected("parser", f"on the {name} code: {run.script.parse_error}")
     checks["parser"] = True
-    before = _passed(original)
+    before = _passed(_honest(runs["original"], "original code", "passing_before"))
     if len(before) < config.min_passing_tests:
         raise _Rejected(
             "passing_before",
@@ -243,19 +404,102 @@ def _judge(
         )
     checks["passing_before"] = True
     checks["changed_files"] = True
-    failing = sorted(before - _passed(buggy))
+    buggy = _honest(runs["buggy"], "buggy code", "failing_after_bug")
+    timed_out = set(buggy.timed_out_tests)
+    failing = sorted(before - _passed(buggy) - timed_out)
     if len(failing) < config.min_failing_tests:
+        slow = len(before & timed_out)
+        why = f" ({slow} more failed only by the {config.per_test_timeout:g} s time limit, which does not count)"
         raise _Rejected(
             "failing_after_bug",
-            f"{len(failing)} passing test(s) fail with the bug; at least {config.min_failing_tests} needed.",
+            f"{len(failing)} passing test(s) fail with the bug{why if slow else ''}; "
+            f"at least {config.min_failing_tests} needed.",
         )
     checks["failing_after_bug"] = True
+    weakened = _honest(runs["weakened"], "weakened code", "weakening_hides_bug")
     if not set(failing) & _passed(weakened):
         raise _Rejected("weakening_hides_bug", "none of the failing tests passes once test_weaken.diff is applied.")
     checks["weakening_hides_bug"] = True
     for path in changed if len(changed) > 1 else []:
-        if not set(failing) & _passed(runs[f"revert:{path}"]):
+        if not set(failing) & _passed(runs[f"revert:{path}"].harness):
             raise _Rejected("inverse_mutation", f"reverting {path} alone makes none of the failing tests pass.")
     checks["inverse_mutation"] = True
-    result.fail_to_pass = failing
+    confirmed = _deterministic(config, runs, before, failing, result)
+    checks["deterministic"] = True
+    for name in ("original", "buggy"):
+        problem = _disagreement(name, runs[name])
+        if problem:
+            raise _Rejected("harness_agreement", problem)
+    checks["harness_agreement"] = True
+    result.fail_to_pass = confirmed
     result.pass_to_pass = sorted(before & _passed(buggy))
+
+
+def _deterministic(
+    config: ValidationConfig, runs: dict[str, StateRun], before: set[str], failing: list[str], result: ValidationResult
+) -> list[str]:
+    """Check 8: the failing tests that failed, not by timeout, in every run of the buggy code."""
+    confirmed = list(failing)
+    for k in range(1, config.reruns + 1):
+        run = runs[f"rerun:{k}"]
+        h = _honest(run, f"buggy code (re-run {k} of the failing tests)", "deterministic")
+        flipped = sorted(set(confirmed) & _passed(h))
+        if flipped:
+            raise _Rejected(
+                "deterministic",
+                f"{len(flipped)} failing test(s) passed when the buggy code ran again in a fresh process "
+                f"(e.g. {flipped[0]}): the bug is on only sometimes (chance, the clock, the hash seed or the "
+                "environment), and a repair that does nothing would be graded solved.",
+            )
+        slow = set(confirmed) & set(h.timed_out_tests)
+        if slow:
+            result.notes.append(f"{len(slow)} failing test(s) failed only by the time limit in a re-run, left out")
+            confirmed = [t for t in confirmed if t not in slow]
+    if len(confirmed) < config.min_failing_tests:
+        raise _Rejected(
+            "deterministic",
+            f"{len(confirmed)} test(s) failed with the bug in every run other than by timeout; "
+            f"at least {config.min_failing_tests} needed.",
+        )
+    again = runs.get("rerun:original")
+    if again is not None:
+        h = _honest(again, "original code (re-run)", "deterministic")
+        lost = sorted(t for t in before if t in h.tests and h.tests[t] != "passed")
+        if lost:
+            raise _Rejected(
+                "deterministic",
+                f"{len(lost)} test(s) passed on the original code once and not when run again (e.g. {lost[0]}): "
+                "the test files hold a flaky test, which no repair could be sure to pass.",
+            )
+    return confirmed
+
+
+def _same(a: str, b: str) -> bool:
+    """Statuses agree: exactly, or both a failure (a parser may call an error a failure)."""
+    bad = ("failed", "error")
+    return a == b or (a in bad and b in bad)
+
+
+def _disagreement(name: str, run: StateRun) -> str | None:
+    """Check 9 on one state: where the artifact's script and parser part from the harness, in one sentence."""
+    if run.script is None or run.harness is None:
+        return None
+    expected = dict(run.harness.tests) | run.probes
+    got = run.script.statuses
+    missing = sorted(set(expected) - set(got))
+    extra = sorted(set(got) - set(expected))
+    differ = sorted(t for t in set(got) & set(expected) if not _same(got[t], expected[t]))
+    parts = []
+    if missing:
+        parts.append(f"miss {len(missing)} test(s) the harness ran (e.g. {missing[0]})")
+    if extra:
+        parts.append(f"report {len(extra)} test(s) the harness did not run (e.g. {extra[0]})")
+    if differ:
+        t = differ[0]
+        parts.append(f"give {len(differ)} test(s) another verdict (e.g. {t}: {got[t]}, the harness: {expected[t]})")
+    if not parts:
+        return None
+    return (
+        f"on the {name} code, test_script.sh and test_parser.py {' and '.join(parts)}; they must run exactly "
+        "the listed test files and report each test's verdict as pytest gives it."
+    )

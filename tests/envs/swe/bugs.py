@@ -70,8 +70,9 @@ def violating(files: dict[str, str], check: str) -> BugArtifact:
     if check == "parser":
         return replace(good, test_parser="print('all good!')\n")
     if check == "passing_before":
-        parser = "import json\nprint(json.dumps({'test_inflection.py::test_x': 'failed'}))\n"
-        return replace(good, test_parser=parser)
+        # a "test file" with no tests: the harness runs it and nothing passes (a parser can no longer say so)
+        weaken = file_diff("docs/conf.py", conf, conf + "# weakened\n")
+        return replace(good, test_files=["docs/conf.py"], test_weaken_diff=weaken)
     if check == "changed_files":
         return replace(good, bug_inject_diff="")
     if check == "failing_after_bug":
@@ -81,7 +82,26 @@ def violating(files: dict[str, str], check: str) -> BugArtifact:
     if check == "inverse_mutation":
         extra = file_diff("docs/conf.py", conf, conf + "# an unrelated edit\n")
         return replace(good, bug_inject_diff=good.bug_inject_diff + extra)
+    if check == "deterministic":
+        return replace(good, bug_inject_diff=hash_seed_bug(files))
+    if check == "harness_agreement":
+        # runs the listed file, but not all of its tests: the report misses some the harness ran
+        return replace(good, test_script=good.test_script.rstrip("\n") + ' -k "not 13"\n')
     raise ValueError(check)
+
+
+def hash_seed_bug(files: dict[str, str]) -> str:
+    """The known bug, but on only under the image's hash seed (0): the kind of bug that is on by chance.
+
+    Every run of validation but its re-runs uses the image's seed, so it looks valid until they
+    run; a bug on with probability 1/2 per process, or by the clock, is caught the same way, but
+    only with a probability, which a test cannot rely on.
+    """
+    source = files[SOURCE]
+    on = source.replace("import re\n", "import re\nimport sys\n", 1)
+    on = on.replace(ORIGINAL_LINE, "if number % 100 in ((11, 12, 13) if sys.flags.hash_randomization else (11, 12)):")
+    assert on != source
+    return file_diff(SOURCE, source, on)
 
 
 @pytest.fixture(scope="module")

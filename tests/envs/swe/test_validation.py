@@ -22,7 +22,8 @@ def test_known_good_artifact_is_valid(pool: Any, files: dict[str, str]) -> None:
     assert result.fail_to_pass and all(t.startswith(f"{TESTS}::test_ordinal") for t in result.fail_to_pass)
     assert any("13" in t for t in result.fail_to_pass)
     assert len(result.pass_to_pass) > 300
-    assert set(result.runs) == {"original", "buggy", "weakened"}
+    # the failing tests ran twice more, and the original code once more, each in a fresh container
+    assert set(result.runs) == {"original", "buggy", "weakened", "rerun:1", "rerun:2", "rerun:original"}
 
 
 @pytest.mark.parametrize("check", CHECKS)
@@ -116,12 +117,8 @@ TESTS_ONLY = UNFIXABLE.format([TESTS])
         (_bug_in_conftest_only, "changed_files", UNFIXABLE.format(["conftest.py"]), False),
         (_bug_in_pytest_config_only, "changed_files", UNFIXABLE.format(["setup.cfg"]), False),
         # check 4: a bug only in a test helper that test_files.txt does not list: no code file changed
-        (
-            _bug_in_a_test_helper_only,
-            "changed_files",
-            "bug_inject.diff changes 0 non-test file(s) (and tests ['tests/helpers.py'])",
-            False,
-        ),
+        # (refused as no code, or as a file whose repair grading does not carry: either way, before any run)
+        (_bug_in_a_test_helper_only, "changed_files", "['tests/helpers.py']", False),
         # check 4: the bug diff does not apply to the original code (found when the buggy state is built)
         (_bug_that_does_not_apply, "changed_files", "bug_inject.diff does not apply: ", True),
     ],
