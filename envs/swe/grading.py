@@ -1,47 +1,56 @@
-"""The solver's repository and the grading of a repair (DESIGN §3.3).
+"""The solver's repository and the grading of a repair (DESIGN §3.3; the threat model is in docs/swe.md).
 
 :func:`setup_solver_repo` turns a fresh container of the repository image into the solver's
 starting point: original + bug + weakening, ``.git`` removed and one fresh commit, bytecode and
 the artifact gone, so nothing on disk holds the fix.
 
-:func:`grade_repair` never trusts the solver's container: it reads the final files out of it
-(:func:`snapshot`), compares them with the starting point, and in a FRESH container rebuilds the
-buggy state, copies over the solver's changes to non-test files only, restores every oracle test
-file from the original, runs the artifact's script and parses it. The repair is solved only if
-every expected test id is present and passes.
+:func:`grade_repair` treats the solver as an adversary and never runs its repository. In layers,
+each of which stops its class of attack on its own:
+
+1. **Grade only a fix** (:mod:`~sparring.envs.swe.carry`): only changes to existing non-test
+   Python sources, and plain new modules inside existing packages, are carried; everything else
+   is dropped and listed (``ignored``, ``ignored_reasons``), not punished.
+2. **Source checks on an AST** (:mod:`~sparring.envs.swe.capabilities`): the carried code must be
+   UTF-8 and may not add uses of capabilities a fix does not need (the test framework, the garbage
+   collector, frames and the module table, exit hooks, signals, processes, raw descriptors,
+   dynamic code); a refused repair is unsolved without running anything (``tampering``).
+3. In a FRESH container: the bug state is rebuilt, the harness reads the repository's pytest
+   options from it, the carried changes are applied and the oracle test files restored; then
+   **the harness owns the test run** and **a run counts only if it ended honestly**
+   (:func:`~sparring.envs.swe.harness.harness_run`).
+
+Solved only if the run ended honestly and every expected test id is present and passes. Nothing
+the solver left behind makes grading raise: a failure while applying or running its changes is an
+unsolved grade with ``error`` set.
 """
 
 from __future__ import annotations
 
 import io
 import posixpath
-import re
 import tarfile
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sparring.envs.swe.bugs.artifact import BugArtifact, diff_files, split_diff
-from sparring.envs.swe.runs import BUG_DIR, GIT, WEAKENED, _q, _tar, prepare_state, run_script
+from sparring.envs.swe.capabilities import added_uses, load_capabilities
+from sparring.envs.swe.carry import CarryPlan, carry_plan, protected_paths
+from sparring.envs.swe.harness import HONEST_STATUSES, harness_run, pytest_ini
+from sparring.envs.swe.runs import BUG_DIR, GIT, WEAKENED, _q, _tar, prepare_state
 
 __all__ = [
     "GradeResult",
     "SolverChanges",
+    "apply_changes",
     "changes_between",
     "grade_repair",
     "harness_tampering",
     "higher_order_artifact",
+    "protected_paths",
     "setup_solver_repo",
     "snapshot",
 ]
-
-#: Files whose changes grading drops: pytest's configuration and conftest files, interpreter start-up
-#: hooks, and top-level modules that would shadow the test runner (``python -m pytest`` puts /repo
-#: first on ``sys.path``).
-PROTECTED = re.compile(
-    r"(^|/)(conftest\.py|pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml|sitecustomize\.py|usercustomize\.py)$"
-    r"|\.pth$|^([^/]+/)?(pytest|_pytest|pluggy|py|iniconfig|packaging|xdist)(\.py|/)"
-)
 
 #: Bytes of the solver's tree read back at most (larger files are ignored, not graded).
 MAX_FILE_BYTES = 2 << 20
@@ -105,11 +114,14 @@ class SolverChanges:
         written: Path -> new contents (changed or added files).
         deleted: Paths the solver removed.
         replaced: Path -> contents before the change, for the changed files of ``written`` that existed.
+        package_dirs: Folders that held an ``__init__.py`` at the starting point (where a new
+            module may be carried).
     """
 
     written: dict[str, bytes] = field(default_factory=dict)
     deleted: list[str] = field(default_factory=list)
     replaced: dict[str, bytes] = field(default_factory=dict)
+    package_dirs: list[str] = field(default_factory=list)
 
     @property
     def paths(self) -> list[str]:
@@ -121,7 +133,8 @@ def changes_between(before: dict[str, bytes], after: dict[str, bytes]) -> Solver
     """The file-level changes from ``before`` to ``after`` (two :func:`snapshot` results)."""
     written = {p: d for p, d in after.items() if before.get(p) != d}
     deleted = sorted(p for p in before if p not in after)
-    return SolverChanges(written, deleted, {p: before[p] for p in written if p in before})
+    packages = sorted({p.rpartition("/")[0] for p in before if p.endswith("/__init__.py")})
+    return SolverChanges(written, deleted, {p: before[p] for p in written if p in before}, packages)
 
 
 @dataclass
@@ -129,14 +142,17 @@ class GradeResult:
     """The grade of one repair.
 
     Attributes:
-        solved: Every expected test is present and passes.
+        solved: The run ended honestly and every expected test is present and passes.
         passed: Expected tests that passed.
         failing: Expected tests present but not passing (test id -> status).
         missing: Expected tests absent from the run (collection errors land here).
-        ignored: Paths whose changes grading dropped (test files and pytest configuration).
-        tampering: Lines the solver added that reach for the test machinery (``path: line``); any
-            makes the repair unsolved without running it (:func:`harness_tampering`).
-        error: Why the run produced no results (parser error, timeout, tampering), or None.
+        ignored: Paths whose changes grading dropped (:mod:`~sparring.envs.swe.carry`).
+        ignored_reasons: Path -> why it was dropped.
+        tampering: Capability uses the repair added (``path:line: what (capability): line``);
+            any makes the repair unsolved without running it (:func:`harness_tampering`).
+        status: The harness run's status (:data:`~sparring.envs.swe.testing.RUN_STATUSES`), or
+            ``refused`` (tampering) or ``error`` (the changes could not be applied or run).
+        error: Why the repair produced no trustworthy results, or None.
         seconds: Wall time of grading.
     """
 
@@ -145,7 +161,9 @@ class GradeResult:
     failing: dict[str, str] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
+    ignored_reasons: dict[str, str] = field(default_factory=dict)
     tampering: list[str] = field(default_factory=list)
+    status: str = ""
     error: str | None = None
     seconds: float = 0.0
 
@@ -154,101 +172,106 @@ class GradeResult:
         return asdict(self)
 
 
-def protected_paths(artifact: BugArtifact, paths: list[str]) -> list[str]:
-    """Which of ``paths`` grading ignores: oracle test files, files the weakening touched, pytest config."""
-    oracle = set(artifact.test_files) | set(diff_files(artifact.test_weaken_diff))
-    return [p for p in paths if p in oracle or PROTECTED.search(p)]
+def harness_tampering(artifact: BugArtifact, changes: SolverChanges, plan: CarryPlan | None = None) -> list[str]:
+    """The capability uses the repair adds in the files grading carries (empty: nothing refused).
 
-
-#: What a repair has no business adding to a repository's code: the test runner and its report,
-#: exit hooks and hard exits, tracing, builtins, and dynamic code that would hide any of these.
-TAMPERING = re.compile(
-    r"\b_?pytest\b|\bpluggy\b|junit|SPARRING_|\batexit\b|\bos\._exit\b|\bsys\.(settrace|setprofile|excepthook)\b"
-    r"|\bbuiltins\b|__builtins__|__import__|\bimportlib\b|(?<![\w.])(exec|eval|compile)\s*\("
-)
-
-
-def harness_tampering(artifact: BugArtifact, changes: SolverChanges) -> list[str]:
-    """Lines the solver added to files grading keeps that reach for the test machinery.
-
-    The graded tests import the solver's code into the pytest process that writes the report, so
-    code run at import or at exit could rewrite the report or patch pytest and claim passes (no
-    in-process result can be trusted then). A repair needs none of that: a kept file's added line
-    that matches :data:`TAMPERING` fails the repair, unless the bug removed that very line (the
-    fix restores it). A static check: it stops the direct forms, which are what a policy finds
-    first; code obfuscated past these names is the limit that remains (docs/swe.md).
+    Each carried file is checked against the file the solver started from; a use on a line the
+    bug removed is allowed, since restoring it is the fix (:func:`~sparring.envs.swe.capabilities.added_uses`).
     """
-    restored = {
-        line[1:].strip()
-        for line in artifact.bug_inject_diff.splitlines()
-        if line.startswith("-") and not line.startswith("---")
-    }
-    ignored = set(protected_paths(artifact, list(changes.written)))
-    found = []
-    for path, data in sorted(changes.written.items()):
-        if path in ignored:
-            continue
-        before = set(changes.replaced.get(path, b"").decode("utf-8", "replace").splitlines())
-        for line in data.decode("utf-8", "replace").splitlines():
-            text = line.strip()
-            if line not in before and text not in restored and TAMPERING.search(text):
-                found.append(f"{path}: {text[:120]}")
+    plan = plan or carry_plan(artifact, changes)
+    removed: dict[str, set[str]] = {}
+    for path, part in split_diff(artifact.bug_inject_diff).items():
+        removed[path] = {
+            line[1:].strip() for line in part.splitlines() if line.startswith("-") and not line.startswith("---")
+        }
+    capabilities = load_capabilities(artifact.repo)
+    found: list[str] = []
+    for path, data in sorted(plan.written.items()):
+        found += added_uses(path, data, changes.replaced.get(path), removed.get(path, ()), capabilities)
     return found
 
 
-def apply_changes(sandbox: Any, artifact: BugArtifact, changes: SolverChanges) -> list[str]:
-    """Build the buggy state, then the solver's changes to non-test files, then the original oracle tests.
+def apply_changes(sandbox: Any, artifact: BugArtifact, plan: CarryPlan) -> None:
+    """Write the carried changes into the container's bug state, then restore the oracle test files.
 
-    Returns:
-        The paths whose changes were dropped.
+    Raises:
+        Exception: Anything the solver's files make fail (a path that is a folder in the clean
+            state, ...); :func:`grade_repair` turns it into an unsolved grade.
     """
-    failed = prepare_state(sandbox, artifact, WEAKENED)
-    if failed:
-        raise RuntimeError(failed[1])
-    ignored = protected_paths(artifact, changes.paths)
-    written = {p: d for p, d in changes.written.items() if p not in ignored}
-    deleted = [p for p in changes.deleted if p not in ignored]
-    if written:
-        sandbox.put_archive("/repo", _tar(written))
-    if deleted:
-        sandbox.exec("rm -f -- " + " ".join(_q(p) for p in deleted), workdir="/repo", user="root", timeout=60)
+    if plan.written:
+        sandbox.put_archive("/repo", _tar(plan.written))
+    if plan.deleted:
+        r = sandbox.exec("rm -f -- " + " ".join(_q(p) for p in plan.deleted), workdir="/repo", user="root", timeout=60)
+        if not r.ok:
+            raise RuntimeError(f"could not delete the files the repair deleted: {r.stderr.strip()[:300]}")
     restore = " ".join(_q(p) for p in artifact.test_files)
     r = sandbox.exec(f"{GIT} checkout HEAD -- {restore}", workdir="/repo", user="root", timeout=60)
     if not r.ok:
         raise RuntimeError(f"could not restore the oracle test files: {r.stderr.strip()[:300]}")
-    return ignored
+
+
+def _bug_state(sandbox: Any, artifact: BugArtifact) -> None:
+    """Build the bug state (original + bug + weakening) in a fresh container.
+
+    Raises:
+        RuntimeError: The artifact does not fit the image (it was validated against another one).
+    """
+    failed = prepare_state(sandbox, artifact, WEAKENED)
+    if failed:
+        raise RuntimeError(failed[1])
 
 
 def grade_repair(
     pool: Any, artifact: BugArtifact, expected: list[str], changes: SolverChanges, timeout: float = 300.0
 ) -> GradeResult:
-    """Grade a repair in a fresh container of ``pool`` (never the solver's own).
+    """Grade a repair in a fresh container of ``pool`` (never the solver's own); see the module docstring.
 
     Args:
         pool: A :class:`SandboxPool` of the repository image.
         artifact: The validated bug.
         expected: Test ids that must be present and pass (FAIL_TO_PASS + PASS_TO_PASS).
         changes: The solver's changes (from :func:`changes_between`).
-        timeout: Seconds the test script may run.
+        timeout: Seconds the test run may take.
+
+    Raises:
+        SparringError: No container could be started (the engine, not the solver).
+        RuntimeError: The artifact does not fit the image.
     """
     t0 = time.perf_counter()
-    tampering = harness_tampering(artifact, changes)
-    if tampering:
-        error = f"the repair reaches for the test machinery, so its test results cannot be trusted: {tampering[0]}"
-        seconds = round(time.perf_counter() - t0, 3)
-        return GradeResult(solved=False, tampering=tampering, error=error, seconds=seconds)
+    plan = carry_plan(artifact, changes)
+    result = GradeResult(solved=False, ignored=sorted(plan.dropped), ignored_reasons=dict(plan.dropped))
+    result.tampering = harness_tampering(artifact, changes, plan)
+    if result.tampering:
+        result.status = "refused"
+        result.error = (
+            "the repair reaches for what a fix does not need, so its test results could not be trusted: "
+            f"{result.tampering[0]}"
+        )
+        result.missing = list(expected)
+        result.seconds = round(time.perf_counter() - t0, 3)
+        return result
     sandbox = pool.acquire()
     try:
-        ignored = apply_changes(sandbox, artifact, changes)
-        run = run_script(sandbox, artifact, timeout)
+        _bug_state(sandbox, artifact)
+        # read before anything of the solver's is in: the options are the repository's own
+        config = pytest_ini(sandbox, artifact.test_files)
+        try:
+            apply_changes(sandbox, artifact, plan)
+            run = harness_run(sandbox, artifact.test_files, expected=expected, timeout=timeout, config=config)
+        except Exception as e:  # whatever the solver's files did to the grading, it is their failure
+            result.status, result.error = "error", f"the repair could not be applied or run: {e}"[:500]
+            result.missing = list(expected)
+            result.seconds = round(time.perf_counter() - t0, 3)
+            return result
     finally:
         sandbox.close()
-    statuses = run.statuses
-    result = GradeResult(solved=False, ignored=ignored, error=run.parse_error)
-    result.missing = [t for t in expected if t not in statuses]
-    result.failing = {t: statuses[t] for t in expected if t in statuses and statuses[t] != "passed"}
-    result.passed = sum(1 for t in expected if statuses.get(t) == "passed")
-    result.solved = bool(expected) and run.parse_error is None and not result.missing and not result.failing
+    honest = run.status in HONEST_STATUSES
+    result.status = run.status
+    result.error = None if honest else run.detail
+    result.missing = [t for t in expected if t not in run.tests]
+    result.failing = {t: s for t in expected if (s := run.tests.get(t, "passed")) != "passed"}
+    result.passed = sum(1 for t in expected if run.tests.get(t) == "passed")
+    result.solved = bool(expected) and honest and not result.missing and not result.failing
     result.seconds = round(time.perf_counter() - t0, 3)
     return result
 
@@ -256,14 +279,15 @@ def grade_repair(
 def higher_order_artifact(pool: Any, artifact: BugArtifact, changes: SolverChanges) -> BugArtifact | None:
     """The bug state a failed repair leaves, as a new artifact of order ``artifact.order + 1``.
 
-    Its ``bug_inject.diff`` goes from the original code to the bug plus the solver's changes to
-    non-test files (scratch files the solver added are left out); the script, parser, test files
-    and weakening are the parent's. None when the solver's changes undo the bug entirely or change
+    Its ``bug_inject.diff`` goes from the original code to the bug plus the changes grading carries
+    (:mod:`~sparring.envs.swe.carry`; of new files, only those the bug removed); the script,
+    parser, test files and weakening are the parent's. None when the solver's changes undo the bug entirely or change
     nothing. The result must be validated like any artifact (:func:`higher_order_task` does both).
     """
     sandbox = pool.acquire()
     try:
-        apply_changes(sandbox, artifact, changes)
+        _bug_state(sandbox, artifact)
+        apply_changes(sandbox, artifact, carry_plan(artifact, changes))
         r = sandbox.exec(f"{GIT} add -A && {GIT} diff --cached HEAD", workdir="/repo", user="root", timeout=60)
     finally:
         sandbox.close()

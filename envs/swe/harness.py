@@ -9,7 +9,8 @@ left to the repository, the artifact or the code under test:
   the caller vouches for, minus ``addopts``, ``required_plugins`` and the other options that load
   code or choose where to write), ``--rootdir=/repo`` and ``--confcutdir=/repo``, so no
   ``pytest.ini``/``pytest.toml``/``pyproject.toml``/``tox.ini``/``setup.cfg`` of the tested tree
-  is read by pytest.
+  is read by pytest. The ini pins every ``conftest.py`` and each test folder's ``__init__.py``
+  of that state by hash; a run whose tree differs there does not start (``crash``).
 * **Its own plugins.** ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` (no entry point of any ``dist-info``
   or ``egg-info`` is loaded) and the plugins it needs named with ``-p`` (``pytest_timeout``),
   imported before the repository is on ``sys.path``; ``-p no:cacheprovider``.
@@ -77,6 +78,7 @@ MAX_RECORD_BYTES = 32 << 20
 OUTPUT_TAIL = 8000
 
 _BOOT = Path(__file__).with_name("harness_boot.py")
+_CHANGED = 97  # harness_boot.CHANGED: the run refused to start (a pinned conftest.py or __init__.py differs)
 _ROOT = "/repo"
 _STATUS_LINE = re.compile(r"^sparring-harness rc=(\d+) strays=(\d+) alive=(\d+) bytes=(\d+)$", re.M)
 _PLAIN_PATH = re.compile(r"^[\w.+@-][\w./+@-]*(::.*)?$")
@@ -210,7 +212,8 @@ def harness_run(
         *(("--timeout", f"{test_timeout:g}", "--timeout-method", "signal") if test_timeout else ()),
         *(f"{_ROOT}/{p}" for p in paths),
     ]
-    spec = {"token": token, "root": _ROOT, "plugins": list(PLUGINS), "args": args}
+    spec = {"token": token, "root": _ROOT, "plugins": list(PLUGINS), "args": args, "files": paths,
+            "ini": f"{folder}/pytest.ini"}  # fmt: skip
     files = {"run.json": json.dumps(spec).encode()}
     if config is not None:
         files["pytest.ini"] = config.encode()
@@ -252,6 +255,9 @@ def _judge(result: Any, status: re.Match[str] | None, record_bytes: bytes | None
         return _crash(run, f"the run's record holds {size} bytes, over the {MAX_RECORD_BYTES} read back")
     if rc >= 128:
         return _crash(run, f"pytest was killed by signal {rc - 128}")
+    if rc == _CHANGED:
+        pinned = re.search(r"sparring-harness: (.*)", output)
+        return _crash(run, pinned.group(1) if pinned else "files pytest loads on its own differ from the repository's")
     if strays or alive:
         return _crash(run, f"{strays} process(es) of the test run were still running after pytest exited (killed)")
     record, why = _parse_record(record_bytes, token)

@@ -8,7 +8,9 @@ runs the tests. Two commands:
     the repository's own) prints the harness's ``pytest.ini``: the options of the configuration
     file pytest would pick for FILE... (searched from their common folder up to ROOT), without the
     ones that load code or write files (:data:`DROPPED_OPTIONS`), relative ``pythonpath`` entries
-    made absolute. The repository's file is read as data and never used by pytest itself.
+    made absolute. The repository's file is read as data and never used by pytest itself. The ini
+    also pins (by hash) every ``conftest.py`` and the test folders' ``__init__.py``: a run whose
+    tree differs there refuses to start (exit :data:`CHANGED`).
 
 ``python -P -s -S harness_boot.py run SPEC IMAGE_PYTHONPATH`` (as the run user) runs pytest with
     ``site`` off (no ``.pth`` file, no ``sitecustomize``/``usercustomize``), no user site and no
@@ -120,10 +122,45 @@ def _lines(value):
     return [line for line in str(value).splitlines() if line.strip()] or [""]
 
 
+#: Lines of the harness's ini that pin a file pytest loads on its own: ``# pristine SHA256|absent PATH``.
+PRISTINE = "# pristine "
+
+
+def pristine_files(root, files):
+    """Path -> sha256 (or ``absent``) of the files pytest imports besides the tests and the code.
+
+    Every ``conftest.py`` under ``root``, and the ``__init__.py`` of each test file's folder (pytest
+    imports it as the test module's package). A run refuses to start when these differ from the
+    ones recorded in its ini, so a planted or changed one cannot run even where the caller let it in.
+    """
+    import hashlib
+
+    root = os.path.abspath(root)
+    wanted = set()
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != ".git")
+        if "conftest.py" in names:
+            wanted.add(os.path.relpath(os.path.join(folder, "conftest.py"), root))
+    for f in files:
+        folder = os.path.dirname(f.split("::")[0].removeprefix("./"))
+        if folder:
+            wanted.add(os.path.join(folder, "__init__.py"))
+    out = {}
+    for rel in sorted(wanted):
+        try:
+            with open(os.path.join(root, rel), "rb") as fh:
+                out[rel] = hashlib.sha256(fh.read()).hexdigest()
+        except OSError:
+            out[rel] = "absent"
+    return out
+
+
 def harness_ini(root, files):
     """The text of the harness's ``pytest.ini`` for ``files`` (see the module docstring)."""
     path, options = find_config(root, files)
-    out = [f"# written by the sparring harness from {path or 'no configuration file'}", "[pytest]"]
+    out = [f"# written by the sparring harness from {path or 'no configuration file'}"]
+    out += [f"{PRISTINE}{digest} {rel}" for rel, digest in pristine_files(root, files).items()]
+    out.append("[pytest]")
     for key, value in options.items():
         if key in DROPPED_OPTIONS:
             continue
@@ -222,10 +259,30 @@ def make_recorder(pytest, fd, token):
     return Recorder()
 
 
+#: Exit status of a run that refused to start because a pinned file differs (pytest never uses it).
+CHANGED = 97
+
+
+def changed_pins(root, ini_path, files):
+    """The pinned files (see :func:`pristine_files`) that differ from the ini's record."""
+    recorded = {}
+    with open(ini_path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith(PRISTINE):
+                digest, _, rel = line[len(PRISTINE) :].rstrip("\n").partition(" ")
+                recorded[rel] = digest
+    now = pristine_files(root, files)
+    return sorted(rel for rel in set(recorded) | set(now) if recorded.get(rel, "absent") != now.get(rel, "absent"))
+
+
 def run(spec_path, image_pythonpath):
     """Run pytest as the module docstring says; returns its exit status."""
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
+    changed = changed_pins(spec["root"], spec["ini"], spec["files"])
+    if changed:
+        sys.stderr.write(f"sparring-harness: pytest would load files unlike the repository's own: {changed}\n")
+        return CHANGED
     fd = 3
     os.set_inheritable(fd, False)  # a test's subprocess does not get the record's pipe
     import sysconfig

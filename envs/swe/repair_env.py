@@ -41,6 +41,7 @@ from sparring.envs.tools import tool
 
 __all__ = ["SWERepairEnv"]
 
+
 class SWERepairEnv(SandboxTools, TextEnv):
     """The solver role of the SWE game; see the module docstring."""
 

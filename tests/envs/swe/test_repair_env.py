@@ -208,8 +208,9 @@ def test_a_bug_that_no_longer_fits_its_image_is_a_clear_error(task: dict[str, An
         env.close()
 
 
-#: Solver code that leaves the bug in and, at interpreter exit, strips every failure from the JUnit
-#: report that the graded pytest process wrote (the report-forging attack of docs/swe.md).
+#: Solver code that leaves the bug in and, at interpreter exit, strips every failure from a JUnit
+#: report (the report-forging attack of docs/swe.md; the harness writes none, and the AST check
+#: refuses the code before anything runs; test_adversarial_solver.py has the attacks that remain).
 FORGER = """
 import atexit as _atexit, os as _os, re as _re
 def _forge(path=_os.environ.get("SPARRING_JUNIT", "")):
@@ -234,26 +235,6 @@ def test_a_solver_that_forges_the_test_report_is_not_solved(env: Any) -> None:
     _, reward, terminated, _, info = env.step("<submit>all tests pass now</submit>")
     outcome = info["outcome"]
     assert terminated and reward == -1.0 and not outcome["solved"], outcome
-    assert outcome["tampering"][0] == "inflection/_forge.py: import atexit as _atexit, os as _os, re as _re"
-    assert "SPARRING_JUNIT" in outcome["tampering"][1] and outcome["error"].startswith("the repair reaches for")
-
-
-def test_the_forged_report_would_have_passed_without_the_tampering_check(env: Any, task: dict[str, Any]) -> None:
-    """The forger is real: graded as plain runs grade it, the bug stays in and every expected test "passes"."""
-    from sparring.envs.swe.bugs.artifact import BugArtifact
-    from sparring.envs.swe.grading import apply_changes, changes_between, snapshot
-    from sparring.envs.swe.runs import run_script
-
-    env.reset(seed=0)
-    env.step(_call("create", path="inflection/_forge.py", content=FORGER))
-    env.step(f"<bash>echo 'from inflection import _forge' >> {SOURCE}</bash>")
-    changes = changes_between(env._start, snapshot(env._sandbox))
-    box = env._pools.pool(task["image"]).acquire()
-    try:
-        apply_changes(box, BugArtifact.from_dict(task["artifact"]), changes)
-        assert box.exec(f"grep -qF '{BUGGY_LINE}' {SOURCE}", workdir="/repo").ok  # the bug is still in
-        run = run_script(box, BugArtifact.from_dict(task["artifact"]), 300)
-    finally:
-        box.close()
-    expected = task["fail_to_pass"] + task["pass_to_pass"]
-    assert all(run.statuses.get(t) == "passed" for t in expected)  # what the check above refuses to trust
+    assert outcome["tampering"][0].startswith("inflection/_forge.py:2: import atexit (exit_hooks): import atexit")
+    assert any("SPARRING_JUNIT" in t for t in outcome["tampering"]) and outcome["status"] == "refused"
+    assert outcome["error"].startswith("the repair reaches for")
