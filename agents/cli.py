@@ -1,9 +1,9 @@
 """Commands and setup requirements of the agents room.
 
-``sparring demo`` (the main job), ``sparring eval swe|search|compare`` (in
+``sparring eval swe|search|compare`` (in
 :mod:`sparring.agents.evaluation.cli`), ``sparring serve-policy`` and ``sparring bench rollout``; the
-options of ``demo`` and ``eval swe|search`` are their config dataclasses' fields. Setup
-converts the default model (SmolLM2-135M-Instruct) once for the demo and the tests.
+options of ``eval swe|search`` are their config dataclasses' fields. Setup converts the default
+model (SmolLM2-135M-Instruct) once for the main job and the tests.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def _ensure_model() -> None:
 
 
 def requirements() -> list[Any]:
-    """Setup converts the default model for the demo and the tests."""
+    """Setup converts the default model for the main job and the tests."""
     from sparring.requirement import Requirement
 
     return [
@@ -51,13 +51,6 @@ def _threads(threads: int | None) -> None:
         import torch
 
         torch.set_num_threads(threads)
-
-
-def _run_demo(config: Any) -> None:
-    from sparring.agents.demo import run_demo
-
-    _threads(config.threads)
-    run_demo(config)
 
 
 def _serve_policy(
@@ -116,12 +109,8 @@ def _bench_rollout(
 
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     """Add the agent commands to the CLI."""
-    from sparring.agents.demo import DemoConfig
     from sparring.agents.evaluation.cli import register as register_eval
-    from sparring.config_cli import config_command
 
-    demo_help = "Play proposers and solvers of every available game with the policy; print a summary table."
-    app.command("demo")(config_command(DemoConfig, _run_demo, demo_help))
     register_eval(groups)
     app.command("serve-policy")(_serve_policy)
     groups["bench"].command("rollout")(_bench_rollout)

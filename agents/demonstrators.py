@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from sparring.agents.scripted import RetrievalFloorAgent
+
 __all__ = ["DefinitionProposerAgent", "DefinitionSearchAgent", "KnownFixAgent", "StoredBugAgent"]
 
 _QUOTED = re.compile(r'"([^"]{12,})"')
@@ -31,30 +33,15 @@ def _docs(observation: str) -> list[tuple[str, str]]:
     return [(m.group(1), m.group(2)) for m in map(_DOC.match, observation.splitlines()) if m]
 
 
-class DefinitionSearchAgent:
-    """Search the question's quoted definition (or the question), then answer the top title."""
+class DefinitionSearchAgent(RetrievalFloorAgent):
+    """The retrieval floor, but searching the question's quoted definition when it has one."""
 
     name = "definition-search"
 
-    def __init__(self) -> None:
-        """No state beyond the current question."""
-        self._question = ""
-        self._searched = False
-
-    def reset(self, observation: str, info: dict[str, Any]) -> None:
-        """Read the question of the new episode."""
-        task = info.get("task") or {}
-        self._question = str(task.get("question") or observation.rsplit("Question:", 1)[-1]).strip()
-        self._searched = False
-
-    def act(self, observation: str, info: dict[str, Any]) -> str:
-        """Search once; then answer the first result's title."""
-        if not self._searched:
-            self._searched = True
-            quoted = _QUOTED.search(self._question)
-            return f"<search>{quoted.group(1) if quoted else self._question}</search>"
-        docs = _docs(observation)
-        return f"<answer>{docs[0][0] if docs else ''}</answer>"
+    def query(self) -> str:
+        """The quoted definition (at least 12 characters), else the whole question."""
+        quoted = _QUOTED.search(self._question)
+        return quoted.group(1) if quoted else self._question
 
 
 class DefinitionProposerAgent:

@@ -82,7 +82,7 @@ def read_jsonl(path: str | Path) -> list[Episode]:
     """
     path = Path(path)
     if not path.is_file():
-        raise SparringError(f"no episode file at {path}; write one with `sparring demo --out {path}`.")
+        raise SparringError(f"no episode file at {path}; check the path (`sparring eval ... --out` writes one).")
     episodes = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():

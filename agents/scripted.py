@@ -116,11 +116,15 @@ class RetrievalFloorAgent:
         self._question = str(task.get("question") or observation.rsplit("Question:", 1)[-1]).strip()
         self._searched = False
 
+    def query(self) -> str:
+        """What to search: the whole question (a subclass may search less of it)."""
+        return self._question
+
     def act(self, observation: str, info: dict[str, Any]) -> str:
         """Search first; then answer the first result's title (empty when nothing came back)."""
         if not self._searched:
             self._searched = True
-            return f"<search>{self._question}</search>"
+            return f"<search>{self.query()}</search>"
         title = observation.split("(Title: ", 1)[1].split(")", 1)[0] if "(Title: " in observation else ""
         return f"<answer>{title}</answer>"
 

@@ -39,7 +39,11 @@ export PATH="$venv/bin:$PATH"
 step "sparring setup --for $goal" sparring setup --for "$goal"
 
 if [ "$goal" = demo ]; then
-  step "main job: sparring demo" sparring demo "$@"
+  # The main job: warm start, then self-play of both games. A second run continues (or, when it is
+  # finished, just summarises) the run already in runs/cpu-demo.
+  resume=()
+  if [ -f runs/cpu-demo/checkpoints/latest ]; then resume=(--resume); fi
+  step "main job: sparring train --preset cpu-demo" sparring train --preset cpu-demo "${resume[@]}" "$@"
 else
   set +e
   "$py" -m pytest "$@"

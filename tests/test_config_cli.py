@@ -65,10 +65,10 @@ def test_a_bad_value_is_a_usage_error_naming_the_option() -> None:
 
 
 def test_the_real_commands_declare_every_config_field_once() -> None:
-    from sparring.agents.demo import DemoConfig
     from sparring.agents.evaluation import SearchEvalConfig
+    from sparring.training.config import TrainConfig
 
-    for cls in (DemoConfig, SearchEvalConfig):
+    for cls in (SearchEvalConfig, TrainConfig):
         docs = field_docs(cls)
         assert {f.name for f in dataclasses.fields(cls)} == set(docs), f"{cls.__name__}: a field lacks its help line"
         assert all(docs.values())

@@ -6,7 +6,7 @@ and a hop count. The proposer searches, working backwards from the answer, then 
 the prompt's example question (``copied_example``), and must pass RAG validation
 (``validation.py``): the solver role, given every document the proposer retrieved plus
 ``noise_docs`` distractors and no search, must answer the seed. That needs a model, so pass
-``validator=PolicyValidator(...)`` over the policy (as ``sparring demo`` does); without one the env
+``validator=PolicyValidator(...)`` over the policy (as the trainer does); without one the env
 only runs the model-free :class:`~sparring.envs.search.validation.GroundingValidator`, and
 ``outcome["validator"]`` says ``"grounding"``.
 

@@ -12,7 +12,7 @@ Validators are pluggable:
 * :class:`GroundingValidator` — *not* RAG validation, a model-free grounding check: the seed
   answer must occur in a document the proposer retrieved. It ignores the question and the noise,
   so it cannot tell whether the question leads to the answer; it is the proposer env's default
-  only because the env has no policy to ask (``sparring demo`` passes a :class:`PolicyValidator`
+  only because the env has no policy to ask (the trainer passes a :class:`PolicyValidator`
   over the policy, and a trainer should too).
 
 Validation fails closed: :func:`validate_safely` turns any exception, and anything but one

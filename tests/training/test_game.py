@@ -1,0 +1,86 @@
+"""The game on real envs with scripted players: who plays what, and the rewards once the results are in."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from sparring.agents import ReplayAgent
+from sparring.agents.demonstrators import DefinitionProposerAgent, DefinitionSearchAgent
+from sparring.agents.runner import EpisodeSpec
+from sparring.envs.swe.rewards import injector_reward
+from sparring.training.config import load_config
+from sparring.training.game import GAMES, ReplayBuffer, play_iteration
+from tests.envs.swe.bugs import BUGGY_LINE, ORIGINAL_LINE, REPO, SOURCE, files, good_artifact, pool  # noqa: F401
+
+
+def _call(name: str, **arguments: Any) -> str:
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_valid_injected_bug_gets_solvers_and_the_injector_its_reward(files: dict[str, str]) -> None:  # noqa: F811
+    inject = [_call("create", path=f"/tmp/bug/{n}", content=t) for n, t in good_artifact(files).files().items()]
+    inject.append("<submit>/tmp/bug</submit>")
+    fix = _call("str_replace", path=SOURCE, old_str=BUGGY_LINE, new_str=ORIGINAL_LINE)
+    lock, fixers = threading.Lock(), []
+
+    def agents(spec: EpisodeSpec) -> ReplayAgent:
+        if "Inject" in spec.env_id:
+            return ReplayAgent(inject)
+        with lock:  # one of the two attempts at the injected bug repairs it: a solve rate of 1/2
+            fixes = not fixers
+            fixers.append(fixes)
+        return ReplayAgent([fix, "<submit>restored the 13 case</submit>"] if fixes else ["<submit>none</submit>"])
+
+    game = replace(GAMES["swe"], proposer_kwargs=lambda policy, config: {"repos": [REPO]})
+    config = load_config(None, ["games=swe", "swe_tasks=policy", "proposals=1", "swe_group=2", "swe_max_turns=8"])
+    result = play_iteration(game, agents, config, 0, np.random.default_rng(0), ReplayBuffer())
+
+    (injector,) = [r for r in result.rollouts if r.role == "proposer"]
+    solvers = [r for r in result.rollouts if r.role == "solver"]
+    assert injector.episode.outcome["valid"] and injector.reason == "done", injector.episode.outcome
+    assert len(solvers) == 2 and {r.episode.task_id for r in solvers} == {injector.episode.outcome["bug_id"]}
+    assert sorted(r.reward for r in solvers) == [-1.0, 1.0] and len({r.group for r in solvers}) == 1
+    assert injector.reward == pytest.approx(injector_reward(True, 0.5))
+    assert injector.episode.reward == 0.0  # the finished episode is not patched; the rollout holds the reward
+    assert result.stats["proposer/valid_rate"] == 1.0 and result.stats["solver/solve_rate"] == 0.5
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_search_proposals_become_solver_groups_and_the_replay_buffer_fills_holes(corpus: Any) -> None:
+    def agents(spec: EpisodeSpec) -> Any:
+        return DefinitionProposerAgent() if "Propose" in spec.env_id else DefinitionSearchAgent()
+
+    config = load_config(None, ["games=search", "proposals=3", "search_group=2", "drawn_tasks=1", "search_max_turns=3"])
+    replay = ReplayBuffer()
+    replay.add(
+        [{"id": "old", "question": 'Which term is described as "a fixed-size unit of data"?', "answers": ["word"]}]
+    )
+    result = play_iteration(GAMES["search"], agents, config, 0, np.random.default_rng(3), replay)
+
+    proposers = [r for r in result.rollouts if r.role == "proposer"]
+    solvers = [r for r in result.rollouts if r.role == "solver"]
+    assert len(proposers) == 3 and {r.group for r in proposers} == {("search", "proposer", "it0")}
+    groups: dict[Any, list[float]] = {}
+    for r in solvers:
+        groups.setdefault(r.group, []).append(r.reward)
+    assert all(len(rewards) == 2 for rewards in groups.values())  # G attempts per task, one group each
+    valid = sum(bool(r.episode.outcome.get("valid")) for r in proposers)
+    assert len(groups) == valid + min(3 - valid, 1) + 1  # valid proposals, replay for invalid ones, one drawn
+    assert result.stats["tasks/replayed"] == min(3 - valid, 1)
+    for r in proposers:  # 1 - solve rate of its own task for a valid question, 0 for an invalid one
+        if r.episode.outcome.get("valid"):
+            task_id = f"proposed:{r.episode.outcome['question'][:80]}"
+            rate = np.mean([s.reward > 0 for s in solvers if s.episode.task_id == task_id])
+            assert r.reward == pytest.approx(1 - rate)
+        else:
+            assert r.reward == 0.0
