@@ -17,6 +17,9 @@ from sparring.agents.evaluation.stats import paired_difference
 
 __all__ = ["compare_reports", "comparison_markdown"]
 
+#: Instances of one side only named in the Markdown (``--json`` lists them all).
+LISTED = 20
+
 
 def compare_reports(a: str, b: str) -> dict[str, Any]:
     """Compare the reports at ``a`` and ``b`` (``report.json`` files or evaluation folders).
@@ -93,5 +96,8 @@ def comparison_markdown(result: dict[str, Any]) -> str:
     ]
     for key, what in (("only_in_a", "only in A"), ("only_in_b", "only in B")):
         ids = result[key]
-        lines.append(f"{len(ids)} instance(s) {what}" + (": " + ", ".join(f"`{i}`" for i in ids) if ids else "."))
+        shown = ", ".join(f"`{i}`" for i in ids[:LISTED]) + (
+            f" and {len(ids) - LISTED} more" if len(ids) > LISTED else ""
+        )
+        lines.append(f"{len(ids)} instance(s) {what}" + (f": {shown}" if ids else "."))
     return "\n".join(lines) + "\n"

@@ -94,7 +94,8 @@ def build_instance_set(
                 f"run `sparring bugs generate --repo {name} --n {need}` or drop --no-generate."
             )
         print(f"generating {need} procedural bug(s) of {name} for the evaluation set", file=sys.stderr)
-        generate_bugs(name, need, seed=seed, progress=lambda line: print(f"  {line}", file=sys.stderr))
+        made = generate_bugs(name, need, seed=seed, progress=lambda line: print(f"  {line}", file=sys.stderr))
+        print(f"  {name}: {len(made.saved)} bug(s) from {made.tried} mutation(s)", file=sys.stderr)
         stored[name] = load_bugs(name)
     rng = np.random.default_rng(seed)
     order = {name: [stored[name][i] for i in rng.permutation(len(stored[name]))] for name in names}
@@ -105,7 +106,10 @@ def build_instance_set(
     if not picked:
         raise SparringError(f"no validated bugs in the stores of {', '.join(names)}; run `sparring bugs generate`.")
     if len(picked) < n:
-        print(f"the stores hold {len(picked)} bug(s); the set has {len(picked)}, not {n}", file=sys.stderr)
+        print(
+            f"the stores of {', '.join(names)} hold {len(picked)} bug(s): the set has {len(picked)}, not {n}",
+            file=sys.stderr,
+        )
     tasks = [repair_task(a, v.fail_to_pass, v.pass_to_pass, image) for a, v, image in picked]
     path.parent.mkdir(parents=True, exist_ok=True)
     work = path.with_suffix(".tmp")

@@ -219,6 +219,24 @@ def test_search_oracle_scores_1_and_do_nothing_0_and_the_reports_say_so(corpus: 
 
 
 @pytest.mark.timeout(300)
+def test_a_judge_accepts_answers_exact_match_rejects(corpus: Corpus, tmp_path: Path) -> None:
+    asked: list[tuple[str, str, str]] = []
+
+    def judge(question: str, reference: str, prediction: str) -> bool:
+        asked.append((question, reference, prediction))
+        return True
+
+    config = _search(tmp_path, "judged", model="scripted:retrieval-floor")
+    report = evaluate_search(load_policy(parse_spec(config.model), "search"), config, judge)
+    records = report["records"]
+    wrong = [r for r in records if r["em"] < 1.0 and r["answer"]]
+    assert len(asked) == len(wrong) > 0  # asked only where exact match failed and there is an answer
+    assert all(r["judged"] == 1.0 for r in records if r["answer"])
+    assert report["summary"]["judged"]["mean"] >= report["summary"]["score"]["mean"]
+    assert "| judged accuracy |" in (Path(report["out"]) / "report.md").read_text()
+
+
+@pytest.mark.timeout(300)
 def test_the_retrieval_floor_runs_from_the_cli(corpus: Corpus, tmp_path: Path) -> None:
     out = tmp_path / "floor"
     run = sparring("eval", "search", "--model", "scripted:retrieval-floor", "--limit", "20", "--out", str(out))
