@@ -70,6 +70,8 @@ class Capability:
     dynamic_attributes: bool = False
     module_values: bool = False
     open_fd: bool = False
+    module_stores: bool = False
+    foreign: tuple[str, ...] = ()
 
     @classmethod
     def from_table(cls, name: str, table: dict[str, Any]) -> Capability:
@@ -86,6 +88,8 @@ class Capability:
             dynamic_attributes=bool(table.get("dynamic_attributes", False)),
             module_values=bool(table.get("module_values", False)),
             open_fd=bool(table.get("open_fd", False)),
+            module_stores=bool(table.get("module_stores", False)),
+            foreign=tuple(table.get("foreign", ())),
         )
 
 
@@ -185,15 +189,25 @@ class _Index:
 
     caps: list[Capability]
     sensitive: set[str] = field(default_factory=set)
+    refused: set[str] = field(default_factory=set)
+    foreign: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         # modules whose attributes are listed: reached as a value or re-rooted inside a chain
         self.sensitive = {a.split(".")[0] for c in self.caps for a in c.attributes}
+        self.refused = {m.split(".")[0] for c in self.caps for m in c.modules if "*" not in m}
+        # modules that are not the repository's: the standard library's and the image's packages
+        names = {n for c in self.caps if c.module_stores for n in c.foreign}
+        self.foreign = frozenset(names | set(getattr(sys, "stdlib_module_names", ())) if names else ())
 
-    def module(self, dotted: str) -> Iterator[Capability]:
-        prefixes = _prefixes(dotted)
+    def module(self, dotted: str, reroot: bool = False) -> Iterator[Capability]:
+        """Capabilities whose modules ``dotted`` is or is in; with ``reroot`` also through another module."""
+        parts = dotted.split(".")
+        candidates = [dotted]
+        if reroot:
+            candidates += [".".join(parts[i:]) for i in range(1, len(parts)) if parts[i] in self.refused]
         for cap in self.caps:
-            if any(fnmatch.fnmatchcase(p, pat) for pat in cap.modules for p in prefixes):
+            if any(fnmatch.fnmatchcase(p, pat) for pat in cap.modules for c in candidates for p in _prefixes(c)):
                 yield cap
 
     def attribute(self, dotted: str) -> Iterator[Capability]:
@@ -332,7 +346,8 @@ class _Finder(ast.NodeVisitor):
                     root = root.value
                 if isinstance(root, ast.Name) and root.id in self.aliases:
                     # each use of a refused module counts, so an import already there allows no new use
-                    self.add(node, self.index.module(dotted), dotted)
+                    self.add(node, self.index.module(dotted, reroot=True), dotted)
+                    self.foreign_attribute(node, dotted, node.ctx)
                 # a listed module reached through an imported module (shutil.os), used as a value
                 if (
                     dotted.split(".")[-1] in self.index.sensitive
@@ -353,6 +368,12 @@ class _Finder(ast.NodeVisitor):
                     self.add(node, (c for c in self.index.caps if attr in c.definitions), f"setattr {attr!r}")
                 if base is not None:
                     self.add(node, self.index.attribute(f"{base}.{attr}"), f"{base}.{attr}")
+                    root = node.args[0]
+                    while isinstance(root, ast.Attribute):
+                        root = root.value
+                    if isinstance(root, ast.Name) and root.id in self.aliases:
+                        store = ast.Store() if func in ("setattr", "delattr") else ast.Load()
+                        self.foreign_attribute(node, f"{base}.{attr}", store)
             else:
                 self.add(node, self.index.flagged("dynamic_attributes"), f"{func} with a computed name")
         opener = self.builtin(node.func, ("open",)) or self.dotted(node.func)
@@ -360,6 +381,15 @@ class _Finder(ast.NodeVisitor):
         if opener in _OPENERS and isinstance(first, ast.Constant) and isinstance(first.value, int):
             self.add(node, self.index.flagged("open_fd"), f"{opener} on descriptor {first.value}")
         self.generic_visit(node)
+
+    def foreign_attribute(self, node: ast.AST, dotted: str, ctx: ast.expr_context) -> None:
+        """Replacing an attribute of a module that is not the repository's, or reading a private one."""
+        if dotted.split(".")[0].lstrip(".") not in self.index.foreign or dotted.startswith("."):
+            return
+        if isinstance(ctx, ast.Store | ast.Del):
+            self.add(node, self.index.flagged("module_stores"), f"{dotted} replaced")
+        elif any(p.startswith("_") and not p.startswith("__") for p in dotted.split(".")[1:]):
+            self.add(node, self.index.flagged("module_stores"), f"private {dotted}")
 
     def _definition(self, node: ast.AST, name: str) -> None:
         self.add(node, (c for c in self.index.caps if name in c.definitions), f"{name} defined")

@@ -21,15 +21,19 @@ left to the repository, the artifact or the code under test:
   ``PYTHONHASHSEED``, on which stable parametrised test ids depend.
 * **Its own user and record.** pytest runs as ``nobody`` (:data:`RUN_UID`), which owns nothing
   in ``/repo`` and cannot write there, with no capabilities. Results come from the harness's
-  recorder plugin (``harness_boot.py``), which writes one JSON record to a pipe that only root can
-  open; no JUnit file is involved, so there is no report on disk for anything to rewrite.
+  recorder plugin (``harness_boot.py``), which writes one record to a pipe that only root can
+  open, signed (HMAC) with a secret handed over on a descriptor the bootstrap reads and closes
+  before pytest imports anything of the repository; no JUnit file is involved, so there is no
+  report on disk for anything to rewrite, and a record written by anything but the recorder (a
+  descriptor reached by number, a child left behind) does not verify. The process ends with
+  ``os._exit`` as captured at start-up, so no exit hook or finalizer runs after the record.
 
 A run counts only if it **ended honestly**: pytest exited on its own (not killed) with an exit code
 equal to the session status in its record and consistent with it (0: every test passed or was
 skipped; 1: some failed; 2: collection errors; 5: nothing collected), the record's failure count
-equals pytest's own, every collected item reported, exactly one record came through the pipe and
-nothing else, and no process of the run user outlived pytest. After pytest exits every process of
-the run user is killed before the record is read. Anything else is status ``crash`` and its
+equals pytest's own, every collected item reported, exactly one signed record came through the
+pipe and nothing else, and no process of the run user outlived pytest. After pytest exits every
+process of the run user is killed before the record is read. Anything else is status ``crash`` and its
 ``tests`` are empty: a crash never counts as a pass.
 
 Example (validation or grading, on a fresh container whose ``/repo`` holds the state)::
@@ -45,9 +49,13 @@ test path that is not a plain relative path inside ``/repo`` (callers check arti
 
 from __future__ import annotations
 
+import ast
+import hashlib
+import hmac
 import io
 import json
 import re
+import secrets
 import shlex
 import tarfile
 import time
@@ -96,7 +104,7 @@ def _check_paths(test_files: Sequence[str]) -> list[str]:
 
 
 def _harness_tar(folder: str, files: dict[str, bytes]) -> bytes:
-    """The harness's folder: root's (0755, files 0644), a private ``priv/`` and the run user's ``home/``."""
+    """The harness's folder: root's (0755, files 0644), private ``priv/`` (0700, files 0600), the run's ``home/``."""
     buf = io.BytesIO()
     now = int(time.time())
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -106,7 +114,7 @@ def _harness_tar(folder: str, files: dict[str, bytes]) -> bytes:
             tar.addfile(info)
         for name, data in files.items():
             info = tarfile.TarInfo(f"{folder}/{name}")
-            info.size, info.mode, info.mtime = len(data), 0o644, now
+            info.size, info.mode, info.mtime = len(data), 0o600 if name.startswith("priv/") else 0o644, now
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
@@ -160,7 +168,8 @@ cat < $F/priv/record.fifo > $F/priv/record & reader=$!
 cd {_ROOT}
 env -i PATH="$PATH" LANG="${{LANG:-C.UTF-8}}" HOME=$F/home PYTHONHASHSEED={seed} PYTHONDONTWRITEBYTECODE=1 \\
   PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 setpriv --reuid={RUN_UID} --regid={RUN_UID} --clear-groups --inh-caps=-all -- \\
-  python -P -s -S $F/boot.py run $F/run.json "${{PYTHONPATH:-}}" < /dev/null > $F/output 2>&1 3> $F/priv/record.fifo
+  python -P -s -S $F/boot.py run $F/run.json "${{PYTHONPATH:-}}" < /dev/null > $F/output 2>&1 \\
+  3> $F/priv/record.fifo 4< $F/priv/secret
 rc=$?
 strays=$({live} | wc -l)
 for _ in $(seq 400); do pids=$({live}); [ -z "$pids" ] && break; kill -KILL $pids 2>/dev/null; sleep 0.005; done
@@ -214,7 +223,8 @@ def harness_run(
     ]
     spec = {"token": token, "root": _ROOT, "plugins": list(PLUGINS), "args": args, "files": paths,
             "ini": f"{folder}/pytest.ini"}  # fmt: skip
-    files = {"run.json": json.dumps(spec).encode()}
+    secret = secrets.token_bytes(32)  # signs the record; never on a command line (those are world-readable)
+    files = {"run.json": json.dumps(spec).encode(), "priv/secret": secret}
     if config is not None:
         files["pytest.ini"] = config.encode()
     _put_boot(sandbox, token, files)
@@ -228,7 +238,7 @@ def harness_run(
             record = None
     # After a timeout the command's process group is gone, but a process of the run may have left it.
     sandbox.exec(f"pkill -KILL -u {RUN_UID}; rm -rf {folder}", workdir="/", user="root", timeout=30)
-    run = _judge(result, status, record, token)
+    run = _judge(result, status, record, token, secret)
     run.missing = sorted(set(expected) - set(run.tests))
     return run
 
@@ -238,7 +248,7 @@ def _crash(run: TestRun, why: str) -> TestRun:
     return run
 
 
-def _judge(result: Any, status: re.Match[str] | None, record_bytes: bytes | None, token: str) -> TestRun:
+def _judge(result: Any, status: re.Match[str] | None, record_bytes: bytes | None, token: str, secret: bytes) -> TestRun:
     """The :class:`TestRun` of a finished command: the record if the run ended honestly, else ``crash``."""
     output = result.stderr
     run = TestRun(status="crash", seconds=float(result.seconds), output=output, reported=parse_pytest_summary(output))
@@ -260,7 +270,7 @@ def _judge(result: Any, status: re.Match[str] | None, record_bytes: bytes | None
         return _crash(run, pinned.group(1) if pinned else "files pytest loads on its own differ from the repository's")
     if strays or alive:
         return _crash(run, f"{strays} process(es) of the test run were still running after pytest exited (killed)")
-    record, why = _parse_record(record_bytes, token)
+    record, why = _parse_record(record_bytes, token, secret)
     if record is None:
         return _crash(run, why)
     if record["exitstatus"] != rc:
@@ -295,17 +305,21 @@ def _judge(result: Any, status: re.Match[str] | None, record_bytes: bytes | None
     return run
 
 
-def _parse_record(data: bytes | None, token: str) -> tuple[dict[str, Any] | None, str]:
-    """The run's record if the pipe carried exactly one well-formed record of this run, else (None, why)."""
+def _parse_record(data: bytes | None, token: str, secret: bytes) -> tuple[dict[str, Any] | None, str]:
+    """The run's record if the pipe carried exactly one record signed by this run's recorder, else (None, why)."""
     if not data:
         return None, "pytest ended without writing its record (killed, exited early, or its descriptor was closed)"
     lines = data.split(b"\n")
     if len(lines) != 2 or lines[1]:
         return None, "the record's pipe carried more than one record, or data besides it"
+    mac, _, payload = lines[0].partition(b" ")
+    expected_mac = hmac.new(secret, payload, hashlib.sha256).hexdigest().encode()
+    if not hmac.compare_digest(mac, expected_mac):
+        return None, "the record is not signed by the harness's recorder"
     try:
-        record = json.loads(lines[0])
-    except ValueError:
-        return None, "the record is not JSON"
+        record = ast.literal_eval(payload.decode("utf-8"))
+    except (ValueError, SyntaxError, UnicodeDecodeError, MemoryError, RecursionError):
+        return None, "the record is not a literal"
     fields = {"token": str, "exitstatus": int, "testsfailed": int, "failed_reports": int, "items": list,
               "tests": dict, "collection_errors": list, "timeouts": list}  # fmt: skip
     if not isinstance(record, dict) or any(not isinstance(record.get(k), t) for k, t in fields.items()):

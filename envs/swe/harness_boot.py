@@ -22,10 +22,12 @@ runs the tests. Two commands:
     repository is on the path).
 
 The recorder keeps every report pytest gives (collection and test phases) and, when pytest
-unconfigures, writes ONE line of JSON to file descriptor 3: the token of the run, pytest's exit
-status and failure count, the collected items and each test's status. The harness reads that
-descriptor through a pipe only root can open, so no other process can rewrite what was written,
-only add to it, which the harness refuses.
+unconfigures, writes ONE line to file descriptor 3: an HMAC and a Python literal holding the token
+of the run, pytest's exit status and failure count, the collected items and each test's status.
+The harness reads that descriptor through a pipe only root can open, so no other process can
+rewrite what was written, only add to it, which the harness refuses; the HMAC's key came through
+descriptor 4, read and closed before pytest imported anything of the repository, so a record
+written by anything but the recorder does not verify.
 """
 
 import json
@@ -192,8 +194,22 @@ def _status(report):
     return "skipped" if report.skipped else None
 
 
-def make_recorder(pytest, fd, token):
-    """The plugin object that records every report and writes the record to ``fd`` at unconfigure."""
+def sign(secret, payload, sha256):
+    """HMAC-SHA256 of ``payload`` under ``secret`` (both bytes), hex; ``sha256`` is hashlib's, captured early."""
+    key = sha256(secret).digest() if len(secret) > 64 else secret.ljust(64, b"\0")
+    inner = sha256(bytes(b ^ 0x36 for b in key) + payload).digest()
+    return sha256(bytes(b ^ 0x5C for b in key) + inner).hexdigest()
+
+
+def make_recorder(pytest, fd, token, secret, write, close, sha256):
+    """The plugin object that records every report and writes the signed record to ``fd`` at unconfigure.
+
+    ``write``, ``close`` and ``sha256`` are the functions as they were before the tested code could
+    replace module attributes, and the record is a Python literal made by ``repr`` of builtin types
+    (no ``json`` whose functions could be replaced). The secret was read from a descriptor that is
+    closed before any tested code runs: the tested code can forge a record only by reaching this
+    object's memory, which the harness's AST check refuses (frames, gc, the module table).
+    """
 
     class Recorder:
         def __init__(self):
@@ -251,16 +267,20 @@ def make_recorder(pytest, fd, token):
                 "collection_errors": sorted(set(self.collection_errors)),
                 "timeouts": sorted(self.timeouts),
             }
-            view = memoryview((json.dumps(record) + "\n").encode())
+            payload = repr(record).encode()
+            view = memoryview(sign(secret, payload, sha256).encode() + b" " + payload + b"\n")
             while view:
-                view = view[os.write(fd, view) :]
-            os.close(fd)
+                view = view[write(fd, view) :]
+            close(fd)
 
     return Recorder()
 
 
 #: Exit status of a run that refused to start because a pinned file differs (pytest never uses it).
 CHANGED = 97
+
+#: Descriptors the harness opens for the run: the record's pipe, and the secret that signs it.
+RECORD_FD, SECRET_FD = 3, 4
 
 
 def changed_pins(root, ini_path, files):
@@ -276,14 +296,37 @@ def changed_pins(root, ini_path, files):
 
 
 def run(spec_path, image_pythonpath):
-    """Run pytest as the module docstring says; returns its exit status."""
+    """Run pytest as the module docstring says, and end the process with its exit status.
+
+    The process ends with ``os._exit`` as captured here, after flushing the standard streams: no
+    exit hook, finalizer or replaced ``sys.exit`` of the tested code runs after the record.
+    """
+    import hashlib
+
+    _exit, write, close, sha256 = os._exit, os.write, os.close, hashlib.sha256
+    secret = b""
+    while chunk := os.read(SECRET_FD, 4096):
+        secret += chunk
+    os.close(SECRET_FD)
+    try:
+        code = _run(spec_path, image_pythonpath, secret, write, close, sha256)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+    _exit(code)
+
+
+def _run(spec_path, image_pythonpath, secret, write, close, sha256):
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
     changed = changed_pins(spec["root"], spec["ini"], spec["files"])
     if changed:
         sys.stderr.write(f"sparring-harness: pytest would load files unlike the repository's own: {changed}\n")
         return CHANGED
-    fd = 3
+    fd = RECORD_FD
     os.set_inheritable(fd, False)  # a test's subprocess does not get the record's pipe
     import sysconfig
 
@@ -306,7 +349,7 @@ def run(spec_path, image_pythonpath):
             importlib.import_module(name)
         except Exception:
             pass
-    plugins = [make_recorder(pytest, fd, spec["token"])]
+    plugins = [make_recorder(pytest, fd, spec["token"], secret, write, close, sha256)]
     for name in spec["plugins"]:
         try:
             # given to pytest as a module object: ``-p NAME`` would make pytest import it by name
@@ -318,9 +361,7 @@ def run(spec_path, image_pythonpath):
     sys.path[:0] = list(dict.fromkeys(os.path.abspath(p) for p in entries))
     if image_pythonpath:
         os.environ["PYTHONPATH"] = image_pythonpath  # as the image gives it to the tests' subprocesses
-    code = pytest.main(args, plugins=plugins)
-    sys.stdout.flush()
-    return int(code)
+    return int(pytest.main(args, plugins=plugins))
 
 
 def main(argv):

@@ -168,6 +168,14 @@ REFUSED = {
     # the test framework
     "pytest": "import pytest\n",
     "pytest_string": "name = '_pytest.junitxml'\n",
+    # replacing what the test run uses, or reaching for its private state
+    "module_store": "import json\njson.dumps = lambda o: '{}'\n",
+    "exit_store": "import sys as s\ns.exit = lambda *a: None\n",
+    "setattr_module": "import sys\nsetattr(sys, 'exit', print)\n",
+    "through_stdlib": "import logging\nlogging.sys.exc_info = None\n",
+    "private_module_state": "import json\nencoder = json._default_encoder\n",
+    "package_path": "__path__.append('/tmp/x')\n",
+    "refused_module_through_another": "import dataclasses\nsig = dataclasses.inspect.signature\n",
     # always-equal objects
     "always_equal": "class S(str):\n    def __eq__(self, other):\n        return True\n",
     "finalizer_method": "class S:\n    def __del__(self):\n        pass\n",
@@ -183,6 +191,9 @@ ALLOWED = {
     "typing": "from typing import Optional\n\n\ndef f(a: 'Optional[int]') -> 'int':\n    return 1\n",
     "logging": "import logging\nlog = logging.getLogger(__name__)\n",
     "weak_dict": "import weakref\ncache = weakref.WeakValueDictionary()\n",
+    "own_module_state": "from . import core\ncore.CACHE = {}\n",
+    "attributes_named_like_modules": "class T:\n    def f(self):\n        return self.code.strip() + self.trace\n",
+    "environment": "import os\nos.environ['X'] = '1'\n",
 }
 
 
