@@ -102,7 +102,7 @@ class CapabilityUse:
         line: Its line number.
         capability: The capability's name.
         what: The construct (``import gc``, ``os.fork``, ``getattr with a computed name``).
-        text: The line, stripped (at most 160 characters).
+        text: The line, stripped (shown cut at 160 characters).
     """
 
     path: str
@@ -117,7 +117,7 @@ class CapabilityUse:
         return self.capability, self.what, self.text
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.what} ({self.capability}): {self.text}"
+        return f"{self.path}:{self.line}: {self.what} ({self.capability}): {self.text[:160]}"
 
 
 def _read_tables(path: Path) -> dict[str, Any]:
@@ -264,7 +264,7 @@ class _Finder(ast.NodeVisitor):
 
     def add(self, node: ast.AST, caps: Iterable[Capability], what: str) -> None:
         line: int = self.line_override or getattr(node, "lineno", None) or 1
-        text = self.lines[line - 1].strip()[:160] if 0 < line <= len(self.lines) else ""
+        text = self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
         for cap in caps:
             self.uses.append(CapabilityUse(self.path, line, cap.name, what, text))
 

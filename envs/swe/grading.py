@@ -37,7 +37,7 @@ from sparring.envs.swe.bugs.artifact import BugArtifact, diff_files, split_diff
 from sparring.envs.swe.capabilities import added_uses, load_capabilities
 from sparring.envs.swe.carry import CarryPlan, carry_plan, protected_paths
 from sparring.envs.swe.harness import HONEST_STATUSES, harness_run, pytest_ini
-from sparring.envs.swe.runs import BUG_DIR, GIT, WEAKENED, _q, _tar, prepare_state
+from sparring.envs.swe.runs import BUG_DIR, BUGGY, GIT, WEAKENED, _q, _tar, prepare_state
 
 __all__ = [
     "GradeResult",
@@ -211,12 +211,15 @@ def apply_changes(sandbox: Any, artifact: BugArtifact, plan: CarryPlan) -> None:
 
 
 def _bug_state(sandbox: Any, artifact: BugArtifact) -> None:
-    """Build the bug state (original + bug + weakening) in a fresh container.
+    """Build the graded bug state in a fresh container: original + bug, the oracle tests unweakened.
+
+    (The solver started from the weakened state, but the weakening touches only oracle test files,
+    which grading restores anyway; pinning the harness's files on this state pins the graded one.)
 
     Raises:
         RuntimeError: The artifact does not fit the image (it was validated against another one).
     """
-    failed = prepare_state(sandbox, artifact, WEAKENED)
+    failed = prepare_state(sandbox, artifact, BUGGY)
     if failed:
         raise RuntimeError(failed[1])
 

@@ -124,6 +124,9 @@ def _lines(value):
     return [line for line in str(value).splitlines() if line.strip()] or [""]
 
 
+#: Folder names that hold tests wherever they are.
+TEST_FOLDERS = ("test", "tests", "testing")
+
 #: Lines of the harness's ini that pin a file pytest loads on its own: ``# pristine SHA256|absent PATH``.
 PRISTINE = "# pristine "
 
@@ -131,9 +134,10 @@ PRISTINE = "# pristine "
 def pristine_files(root, files):
     """Path -> sha256 (or ``absent``) of the files pytest imports besides the tests and the code.
 
-    Every ``conftest.py`` under ``root``, and the ``__init__.py`` of each test file's folder (pytest
-    imports it as the test module's package). A run refuses to start when these differ from the
-    ones recorded in its ini, so a planted or changed one cannot run even where the caller let it in.
+    Every ``conftest.py`` under ``root``, and the ``__init__.py`` of each test folder (``tests``,
+    ``test``, ``testing``) on a test file's path (pytest imports them as the test module's packages). A run refuses to
+    start when these differ from the ones recorded in its ini, so a planted or changed one cannot
+    run even where the caller let it in.
     """
     import hashlib
 
@@ -145,8 +149,10 @@ def pristine_files(root, files):
             wanted.add(os.path.relpath(os.path.join(folder, "conftest.py"), root))
     for f in files:
         folder = os.path.dirname(f.split("::")[0].removeprefix("./"))
-        if folder:
-            wanted.add(os.path.join(folder, "__init__.py"))
+        parts = folder.split("/") if folder else []
+        for i, part in enumerate(parts):  # test packages only: a library package's may be the fix
+            if part in TEST_FOLDERS:
+                wanted.add(os.path.join(*parts[: i + 1], "__init__.py"))
     out = {}
     for rel in sorted(wanted):
         try:
