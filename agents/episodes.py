@@ -1,70 +1,26 @@
-"""Episodes as the agents record them, and their export: JSONL files and HF ``datasets``.
+"""Export of :class:`~sparring.envs.core.Episode` records: JSONL files and HF ``datasets``.
 
-The env's :class:`~sparring.envs.core.Episode` holds what happened (turns, tokens, outcome). What
-training also needs is how it was sampled, and the env knows nothing of that: which group of
-attempts the episode belongs to (for a group-relative advantage), the sampling settings, and which
-weights sampled it (how stale it is). :class:`Episode` adds those, and a format version, so files
-written before these fields existed still load.
+The record (defined with the env contract) holds what happened and, filled by the runner, how it
+was sampled: the group of attempts, the sampling settings, the weights version, a format version
+(records of format 1 still load).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sparring import SparringError
-from sparring.envs import core
+from sparring.envs.core import EPISODE_SCHEMA_VERSION, Episode
 
 __all__ = ["SCHEMA_VERSION", "Episode", "episodes_to_dataset", "read_jsonl", "write_jsonl"]
 
-#: Version of the episode record format. 1: the env's record alone (lines carry no version);
-#: 2: with ``group_id``, ``sampling``, ``weights_version`` and ``schema_version``.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = EPISODE_SCHEMA_VERSION
 
 
-@dataclass
-class Episode(core.Episode):
-    """The env's episode record plus how the agent side sampled it (what a trainer needs).
-
-    Fields a record of an older format lacked load as unknown: ``group_id`` and
-    ``weights_version`` None, ``sampling`` empty; ``schema_version`` says which format it was.
-    """
-
-    group_id: str | None = None
-    """Group of episodes compared with each other (e.g. the G attempts at one task), or None."""
-    sampling: dict[str, Any] = field(default_factory=dict)
-    """The sampling settings of its turns: ``temperature``, ``top_p``, ``max_new_tokens``, ``stop``
-    and ``seed`` (the run's base seed, from which each turn's own seed derives). Empty when nothing
-    was sampled (scripted agents) or the record predates the field."""
-    weights_version: int | None = None
-    """The generator's ``weights_version`` when its turns were sampled (the oldest one if the
-    weights changed during the episode); None without a token generator."""
-    schema_version: int = SCHEMA_VERSION
-    """Format version of the record (see :data:`SCHEMA_VERSION`)."""
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Episode:
-        """Inverse of :meth:`to_dict`; also reads records of older formats.
-
-        Raises:
-            SparringError: The record was written by a newer Sparring (a format this one cannot read).
-        """
-        data = dict(data)
-        data.setdefault("schema_version", 1)  # format 1 carried no version
-        if data["schema_version"] > SCHEMA_VERSION:
-            raise SparringError(
-                f"the episode record has format {data['schema_version']}, newer than this Sparring reads "
-                f"({SCHEMA_VERSION}); upgrade sparring to read it."
-            )
-        episode = super().from_dict(data)
-        assert isinstance(episode, Episode)
-        return episode
-
-
-def write_jsonl(episodes: Iterable[core.Episode], path: str | Path, *, append: bool = False) -> Path:
+def write_jsonl(episodes: Iterable[Episode], path: str | Path, *, append: bool = False) -> Path:
     """Write one episode per line; returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -96,7 +52,7 @@ def read_jsonl(path: str | Path) -> list[Episode]:
     return episodes
 
 
-def episodes_to_dataset(episodes: Iterable[core.Episode]) -> Any:
+def episodes_to_dataset(episodes: Iterable[Episode]) -> Any:
     """A ``datasets.Dataset`` with one row per episode (tasks, outcomes and sampling as JSON strings).
 
     Task, outcome and sampling dicts differ in shape between envs and agents, so they are stored as

@@ -16,10 +16,16 @@ from typing import Any, ClassVar
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
+from sparring import SparringError
 from sparring.envs.spaces import UnicodeText
 from sparring.envs.tools import ToolCall, ToolCallError, parse_tool_call, tool_spec
 
-__all__ = ["Episode", "TextEnv", "Turn"]
+__all__ = ["EPISODE_SCHEMA_VERSION", "Episode", "TextEnv", "Turn"]
+
+#: Version of the episode record format. 1: the env's record alone (lines carry no version);
+#: 2: with ``group_id``, ``sampling``, ``weights_version`` and ``schema_version`` (what training needs:
+#: the group of attempts, how it was sampled, and how stale its weights were).
+EPISODE_SCHEMA_VERSION = 2
 
 # --------------------------------------------------------------------------- records
 
@@ -64,6 +70,17 @@ class Episode:
     action_mask: list[bool] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    group_id: str | None = None
+    """Group of episodes compared with each other (e.g. the G attempts at one task), or None."""
+    sampling: dict[str, Any] = field(default_factory=dict)
+    """The sampling settings of its turns: ``temperature``, ``top_p``, ``max_new_tokens``, ``stop``
+    and ``seed`` (the run's base seed, from which each turn's own seed derives). Empty when nothing
+    was sampled (scripted agents) or the record predates the field."""
+    weights_version: int | None = None
+    """The generator's ``weights_version`` when its turns were sampled (the oldest one if the
+    weights changed during the episode); None without a token generator."""
+    schema_version: int = EPISODE_SCHEMA_VERSION
+    """Format version of the record (see :data:`EPISODE_SCHEMA_VERSION`)."""
 
     @property
     def turn_rewards(self) -> list[float]:
@@ -76,8 +93,18 @@ class Episode:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Episode:
-        """Inverse of :meth:`to_dict`."""
+        """Inverse of :meth:`to_dict`; also reads records of older formats.
+
+        Raises:
+            SparringError: The record was written by a newer Sparring (a format this one cannot read).
+        """
         data = dict(data)
+        data.setdefault("schema_version", 1)  # format 1 carried no version
+        if data["schema_version"] > EPISODE_SCHEMA_VERSION:
+            raise SparringError(
+                f"the episode record has format {data['schema_version']}, newer than this Sparring reads "
+                f"({EPISODE_SCHEMA_VERSION}); upgrade sparring to read it."
+            )
         data["turns"] = [Turn(**t) for t in data.get("turns", [])]
         return cls(**data)
 
