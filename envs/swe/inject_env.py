@@ -18,20 +18,24 @@ for ``SWERepair-v0``, and ``reward_pending``: the trainer plays solvers on the t
 
 from __future__ import annotations
 
+import logging
 import posixpath
 from typing import Any
 
 from sparring import SparringError
+from sparring.containers.channel import FileTooLargeError
 from sparring.containers.pools import PoolSet
 from sparring.envs.core import TextEnv
 from sparring.envs.swe.bugs.artifact import ARTIFACT_FILES, JUNIT_PATH, BugArtifact
 from sparring.envs.swe.rewards import SWERewards, injector_reward
 from sparring.envs.swe.tasks import repair_task
 from sparring.envs.swe.tools import SandboxTools
-from sparring.envs.swe.validation import ValidationConfig, ValidationResult, validate_artifact
+from sparring.envs.swe.validation import MAX_ARTIFACT_BYTES, ValidationConfig, ValidationResult, validate_artifact
 from sparring.envs.tools import tool
 
 __all__ = ["STRATEGIES", "SWEInjectEnv", "inject_task"]
+
+logger = logging.getLogger(__name__)
 
 #: Injection strategy -> the instruction the prompt gives for it.
 STRATEGIES = {
@@ -139,12 +143,28 @@ class SWEInjectEnv(SandboxTools, TextEnv):
         )
 
     def _read_artifact(self, folder: str) -> BugArtifact | str:
+        """The artifact in ``folder``, or the observation saying what is wrong with the folder.
+
+        Each file is read with the agent's rights and never past :data:`MAX_ARTIFACT_BYTES`: the
+        harness reads no more of what an agent wrote than a real artifact needs.
+        """
         files: dict[str, str] = {}
         base = self._path(folder)
+        too_large = []
         for name in ARTIFACT_FILES:
-            text = self._read(posixpath.join(base, name))
-            if text is not None:
-                files[name] = text
+            try:
+                data = self._box().get_file(posixpath.join(base, name), as_agent=True, max_bytes=MAX_ARTIFACT_BYTES)
+            except FileTooLargeError:
+                too_large.append(name)
+                continue
+            except Exception:  # absent, not the agent's, not a file, a dead container: from_files names it
+                continue
+            files[name] = data.decode("utf-8", errors="replace")
+        if too_large:
+            return (
+                f"Error: {', '.join(too_large)} in {base} holds more than {MAX_ARTIFACT_BYTES} bytes, more than the "
+                "harness reads; a bug artifact's files are a few KB. Write smaller ones, then submit again."
+            )
         assert self._task is not None
         try:
             return BugArtifact.from_files(
@@ -165,9 +185,15 @@ class SWEInjectEnv(SandboxTools, TextEnv):
             return artifact  # nothing is lost: the injector can fix the folder and submit again
         assert self._task is not None
         self._release()  # validation uses fresh containers; the injector's own is done
-        result = validate_artifact(
-            artifact, self._task["image"], self._pools.pool(self._task["image"]), self.validation
-        )
+        try:
+            result = validate_artifact(
+                artifact, self._task["image"], self._pools.pool(self._task["image"]), self.validation
+            )
+        except SparringError:
+            raise  # the engine started no container: transient, not the injector's doing
+        except Exception as e:  # nothing in an artifact may make step() raise: it is an invalid verdict
+            logger.exception("validation failed on an artifact")
+            result = ValidationResult(valid=False, reason="error", detail=f"validation failed: {type(e).__name__}: {e}")
         self.last_artifact, self.last_validation = artifact, result
         outcome = result.to_dict() | {"bug_id": artifact.bug_id, "artifact": artifact.to_dict()}
         if result.valid:

@@ -32,21 +32,25 @@ parallel over a :class:`SandboxPool`. A failed check's name is the verdict's ``r
 from __future__ import annotations
 
 import re
-import secrets
-import shlex
-import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sparring.envs.swe.bugs.artifact import DEFAULT_TEST_SCRIPT, BugArtifact, diff_files
+from sparring.envs.swe.bugs.artifact import BugArtifact, diff_files
 from sparring.envs.swe.grading import protected_paths
 from sparring.envs.swe.harness import HONEST_STATUSES
+from sparring.envs.swe.integrity import (
+    Spacing,
+    confirmed_failing,
+    disagreement,
+    flaky_passes,
+    harness_script,
+    rerun_seed,
+)
 from sparring.envs.swe.repos.sdists import TEST_FILE  # the catalog's own notion of a test file
 from sparring.envs.swe.runs import (
     BUGGY,
-    ORIGINAL,
     REPAIRED,
     WEAKENED,
     RepoState,
@@ -224,38 +228,7 @@ def code_files(artifact: BugArtifact, paths: list[str]) -> list[str]:
     return [p for p in paths if not TEST_FILE.search(p) and p != test_dir and not p.startswith(test_dir + "/")]
 
 
-def harness_script(artifact: BugArtifact) -> bool:
-    """Whether the artifact's script is the harness's default over its test files and it has no parser.
-
-    Such a script adds nothing to check: it is the harness's own (procedural bugs use it), so check
-    9 does not run it.
-    """
-    own = (DEFAULT_TEST_SCRIPT.format(files=" ".join(artifact.test_files)),
-           DEFAULT_TEST_SCRIPT.format(files=" ".join(shlex.quote(f) for f in artifact.test_files)))  # fmt: skip
-    return artifact.test_parser is None and artifact.test_script.strip() in {s.strip() for s in own}
-
-
 # --------------------------------------------------------------------------------- the runs
-
-
-class _Spacing:
-    """Keeps the starts of the buggy code's runs at least ``gap`` seconds apart (check 8)."""
-
-    def __init__(self, gap: float):
-        self.gap = gap
-        self.last = 0.0
-        self.lock = threading.Lock()
-
-    def mark(self, started: float) -> None:
-        with self.lock:
-            self.last = max(self.last, started)
-
-    def __call__(self) -> None:
-        with self.lock:
-            delay = self.last + self.gap - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            self.last = time.monotonic()
 
 
 def _passed(run: HarnessRun | None) -> set[str]:
@@ -266,15 +239,6 @@ def _baseline_run(baseline: TestRun | HarnessRun) -> StateRun:
     """The original code's known results as a state run (the image's clean runs: two, so check 8 has them)."""
     statuses = baseline.statuses if isinstance(baseline, TestRun) else baseline.tests
     return StateRun(harness=HarnessRun(status="passed", tests=dict(statuses), seconds=baseline.seconds))
-
-
-def _rerun(pool: Any, artifact: BugArtifact, state: RepoState, targets: list[str] | None, **kw: Any) -> StateRun:
-    """A re-run of ``targets`` (node ids); where pytest knows none of them by that id, of the test files."""
-    run = harness_state(pool, artifact, state, targets=targets, **kw)
-    if targets and run.harness is not None and run.harness.status == "crash" and run.harness.exit_code == 4:
-        # a usage error: some ids do not exist under this hash seed (parameter ids built from sets)
-        run = harness_state(pool, artifact, state, **kw)
-    return run
 
 
 def validate_artifact(
@@ -311,10 +275,7 @@ def validate_artifact(
     try:
         changed = _static_checks(artifact, config)
         runs = _run_states(pool, artifact, config, changed, baseline)
-        result.runs = {
-            name: round(r.harness.seconds + (r.script.seconds if r.script else 0.0), 3) if r.harness else 0.0
-            for name, r in runs.items()
-        }
+        result.runs = {name: round(r.harness.seconds, 3) if r.harness else 0.0 for name, r in runs.items()}
         _judge(artifact, config, changed, runs, checks, result)
         result.valid = True
     except _Rejected as rejected:
@@ -330,39 +291,55 @@ def validate_artifact(
 def _run_states(
     pool: Any, artifact: BugArtifact, config: ValidationConfig, changed: list[str], baseline: Any
 ) -> dict[str, StateRun]:
-    """Every run the checks need: the states at once, then check 8's re-runs once the failing tests are known."""
+    """Every run the checks need, in as few containers as they allow.
+
+    The states go at once. The buggy code's failing tests run again right after its first run in
+    the same container (a fresh process, another hash seed: chance, the seed, the clock), and the
+    further re-runs each in a fresh container once the failing tests are known (the environment
+    of one container), some time after the previous one; the original code's tests run again in
+    their container. The artifact's script runs last in a container, after every harness run there.
+    """
     ini = SharedIni(artifact)
-    spacing = _Spacing(config.rerun_gap)
+    spacing = Spacing(config.rerun_gap)
     common = {"ini": ini, "timeout": config.test_timeout, "test_timeout": config.per_test_timeout}
     script = not harness_script(artifact)
-    states: dict[str, RepoState] = {"buggy": BUGGY, "weakened": WEAKENED}
+    seeds = [rerun_seed() for _ in range(config.reruns)]
+    states: dict[str, tuple[RepoState, dict[str, Any]]] = {
+        "buggy": (BUGGY, {"again": seeds[:1], "again_failing": True, "wait": spacing, "with_script": script}),
+        "weakened": (WEAKENED, {}),
+    }
     if baseline is None:  # reached as a repair reaches it, so a script that tells the two apart is caught
-        states["original"] = REPAIRED
+        states["original"] = (REPAIRED, {"again": [rerun_seed()], "with_script": script})
     if len(changed) > 1:  # with one changed file, reverting it gives the original code
         for path in changed:
-            states[f"revert:{path}"] = RepoState(bug=True, revert=(path,))
+            states[f"revert:{path}"] = (RepoState(bug=True, revert=(path,)), {})
     with ThreadPoolExecutor(max_workers=max(1, config.parallel)) as ex:
         futures: dict[str, Future[StateRun]] = {
-            name: ex.submit(harness_state, pool, artifact, st, with_script=script and st in (BUGGY, REPAIRED), **common)
-            for name, st in states.items()
+            name: ex.submit(harness_state, pool, artifact, st, **kw, **common) for name, (st, kw) in states.items()
         }
         buggy = futures["buggy"].result()
-        spacing.mark(buggy.started)
         original = _baseline_run(baseline) if baseline is not None else futures["original"].result()
         failing = sorted(_passed(original.harness) - _passed(buggy.harness))
         if failing and buggy.harness and buggy.harness.status in HONEST_STATUSES:
             targets = failing if len(failing) <= MAX_RERUN_IDS else None
-            for k in range(config.reruns):
-                seed = 1 + secrets.randbelow(2**32 - 2)  # never the image's 0, and not one the bug can expect
-                futures[f"rerun:{k + 1}"] = ex.submit(
-                    _rerun, pool, artifact, BUGGY, targets, hash_seed=seed, wait=spacing, **common
+            for k in range(len(buggy.again) + 1, config.reruns + 1):
+                futures[f"rerun:{k}"] = ex.submit(
+                    harness_state,
+                    pool,
+                    artifact,
+                    BUGGY,
+                    targets=targets,
+                    hash_seed=seeds[k - 1],
+                    wait=spacing,
+                    **common,
                 )
-            if baseline is None and original.harness and original.harness.status in HONEST_STATUSES:
-                seed = 1 + secrets.randbelow(2**32 - 2)
-                futures["rerun:original"] = ex.submit(harness_state, pool, artifact, ORIGINAL, hash_seed=seed, **common)
         runs = {name: f.result() for name, f in futures.items()}
+    for k, again in enumerate(runs["buggy"].again, 1):
+        runs[f"rerun:{k}"] = StateRun(harness=again)
     if baseline is not None:
         runs["original"] = original
+    elif runs["original"].again:
+        runs["rerun:original"] = StateRun(harness=runs["original"].again[0])
     return runs
 
 
@@ -427,7 +404,7 @@ def _judge(
     confirmed = _deterministic(config, runs, before, failing, result)
     checks["deterministic"] = True
     for name in ("original", "buggy"):
-        problem = _disagreement(name, runs[name])
+        problem = disagreement(name, runs[name].harness, runs[name].script, runs[name].probes)
         if problem:
             raise _Rejected("harness_agreement", problem)
     checks["harness_agreement"] = True
@@ -439,67 +416,17 @@ def _deterministic(
     config: ValidationConfig, runs: dict[str, StateRun], before: set[str], failing: list[str], result: ValidationResult
 ) -> list[str]:
     """Check 8: the failing tests that failed, not by timeout, in every run of the buggy code."""
-    confirmed = list(failing)
-    for k in range(1, config.reruns + 1):
-        run = runs[f"rerun:{k}"]
-        h = _honest(run, f"buggy code (re-run {k} of the failing tests)", "deterministic")
-        flipped = sorted(set(confirmed) & _passed(h))
-        if flipped:
-            raise _Rejected(
-                "deterministic",
-                f"{len(flipped)} failing test(s) passed when the buggy code ran again in a fresh process "
-                f"(e.g. {flipped[0]}): the bug is on only sometimes (chance, the clock, the hash seed or the "
-                "environment), and a repair that does nothing would be graded solved.",
-            )
-        slow = set(confirmed) & set(h.timed_out_tests)
-        if slow:
-            result.notes.append(f"{len(slow)} failing test(s) failed only by the time limit in a re-run, left out")
-            confirmed = [t for t in confirmed if t not in slow]
-    if len(confirmed) < config.min_failing_tests:
-        raise _Rejected(
-            "deterministic",
-            f"{len(confirmed)} test(s) failed with the bug in every run other than by timeout; "
-            f"at least {config.min_failing_tests} needed.",
-        )
+    reruns = [
+        _honest(runs[f"rerun:{k}"], f"buggy code (re-run {k} of the failing tests)", "deterministic")
+        for k in range(1, config.reruns + 1)
+    ]
+    confirmed, problem, notes = confirmed_failing(failing, reruns, config.min_failing_tests)
+    result.notes.extend(notes)
+    if problem:
+        raise _Rejected("deterministic", problem)
     again = runs.get("rerun:original")
     if again is not None:
-        h = _honest(again, "original code (re-run)", "deterministic")
-        lost = sorted(t for t in before if t in h.tests and h.tests[t] != "passed")
-        if lost:
-            raise _Rejected(
-                "deterministic",
-                f"{len(lost)} test(s) passed on the original code once and not when run again (e.g. {lost[0]}): "
-                "the test files hold a flaky test, which no repair could be sure to pass.",
-            )
+        problem = flaky_passes(before, _honest(again, "original code (re-run)", "deterministic"))
+        if problem:
+            raise _Rejected("deterministic", problem)
     return confirmed
-
-
-def _same(a: str, b: str) -> bool:
-    """Statuses agree: exactly, or both a failure (a parser may call an error a failure)."""
-    bad = ("failed", "error")
-    return a == b or (a in bad and b in bad)
-
-
-def _disagreement(name: str, run: StateRun) -> str | None:
-    """Check 9 on one state: where the artifact's script and parser part from the harness, in one sentence."""
-    if run.script is None or run.harness is None:
-        return None
-    expected = dict(run.harness.tests) | run.probes
-    got = run.script.statuses
-    missing = sorted(set(expected) - set(got))
-    extra = sorted(set(got) - set(expected))
-    differ = sorted(t for t in set(got) & set(expected) if not _same(got[t], expected[t]))
-    parts = []
-    if missing:
-        parts.append(f"miss {len(missing)} test(s) the harness ran (e.g. {missing[0]})")
-    if extra:
-        parts.append(f"report {len(extra)} test(s) the harness did not run (e.g. {extra[0]})")
-    if differ:
-        t = differ[0]
-        parts.append(f"give {len(differ)} test(s) another verdict (e.g. {t}: {got[t]}, the harness: {expected[t]})")
-    if not parts:
-        return None
-    return (
-        f"on the {name} code, test_script.sh and test_parser.py {' and '.join(parts)}; they must run exactly "
-        "the listed test files and report each test's verdict as pytest gives it."
-    )
