@@ -83,9 +83,18 @@ def setup_solver_repo(sandbox: Any, artifact: BugArtifact) -> None:
         raise RuntimeError(f"could not set up the solver repository: {(r.stderr or r.stdout).strip()[:300]}")
 
 
-def snapshot(sandbox: Any, root: str = "/repo") -> dict[str, bytes]:
-    """The regular files under ``root`` (no ``.git``, no bytecode), path -> bytes, read from the container."""
-    data = sandbox.get_archive(root, max_file_bytes=MAX_FILE_BYTES)
+def snapshot(sandbox: Any, root: str = "/repo", left_out: list[str] | None = None) -> dict[str, bytes]:
+    """The regular files under ``root`` (no ``.git``, no bytecode), path -> bytes, read from the container.
+
+    Read within the sandbox's read-back caps (``containers/readback.py``); what they kept out
+    (huge, too many or too deep files) is absent, and said in sentences appended to ``left_out``.
+    """
+    from sparring.containers.readback import ReadCaps
+
+    read = sandbox.read_tree(root, ReadCaps(file_bytes=MAX_FILE_BYTES, exclude=(".git", "__pycache__")))
+    if left_out is not None:
+        left_out.extend(read.notes())
+    data = read.data
     files: dict[str, bytes] = {}
     base = posixpath.basename(root.rstrip("/"))
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:

@@ -79,6 +79,7 @@ class SWERepairEnv(SandboxTools, TextEnv):
         self._pools = PoolSet()
         self._sandbox = None
         self._start: dict[str, bytes] = {}
+        self._left_out: list[str] = []  # what the read-back caps kept out of the last snapshot, told to the solver
         self.last_changes: SolverChanges | None = None
         """The solver's changes at the end of the last episode (for higher-order bugs)."""
 
@@ -112,8 +113,9 @@ class SWERepairEnv(SandboxTools, TextEnv):
 
     def _collect_changes(self) -> SolverChanges:
         assert self._sandbox is not None
+        self._left_out = []
         try:
-            changes = changes_between(self._start, snapshot(self._sandbox))
+            changes = changes_between(self._start, snapshot(self._sandbox, left_out=self._left_out))
         except Exception:  # the solver broke its container: nothing it did can be read back
             changes = SolverChanges()
         self.last_changes = changes
@@ -140,11 +142,12 @@ class SWERepairEnv(SandboxTools, TextEnv):
         """
         changes = self._collect_changes()
         result = self.grade(changes)
-        outcome = result.to_dict() | {"changed_files": changes.paths, "summary": summary}
+        outcome = result.to_dict() | {"changed_files": changes.paths, "summary": summary, "left_out": self._left_out}
         self._finish(outcome, solver_reward(result.solved, self.rewards))
         self._release()
         verdict = "solved: every test passes" if result.solved else "not solved"
-        return f"Submitted; graded {verdict}."
+        capped = f" Not read back, so not graded: {'; '.join(self._left_out)}." if self._left_out else ""
+        return f"Submitted; graded {verdict}.{capped}"
 
     def _on_turn_limit(self) -> tuple[dict[str, Any], float]:
         changes = self._collect_changes() if self._sandbox is not None else SolverChanges()
