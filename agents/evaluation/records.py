@@ -30,6 +30,8 @@ __all__ = ["EvalInterrupted", "Instance", "RecordLog", "check_run", "episode_fie
 
 RUN_FILE = "run.json"
 RECORDS_FILE = "records.jsonl"
+#: Characters of each action a record keeps (enough to see what the policy tried).
+ACTION_CHARS = 300
 
 
 @dataclass
@@ -179,6 +181,7 @@ def episode_fields(episode: Episode) -> dict[str, Any]:
         "tokens": sum(episode.action_mask) if episode.token_ids else None,
         "seconds": round(float(episode.timings.get("wall", 0.0)), 3),
         "tools": dict(tools),
+        "actions": [t.action[:ACTION_CHARS] for t in episode.turns],
         "error": episode.error,
     }
 

@@ -211,6 +211,7 @@ def test_search_oracle_scores_1_and_do_nothing_0_and_the_reports_say_so(corpus: 
         on_disk = json.loads((out / "report.json").read_text())
         assert on_disk["summary"]["score"]["mean"] == em and on_disk["summary"]["score"]["ci"] == [em, em]
         assert len(on_disk["records"]) == 20 and all(r["em"] == em for r in on_disk["records"])
+        assert all(len(r["actions"]) == r["turns"] == 1 for r in on_disk["records"])
         assert f"| EM | {em:.3f} | [{em:.3f}, {em:.3f}] | 20 |" in (out / "report.md").read_text()
         assert {Path(p).name for p in on_disk["plots"]} == {"scores.png", "usage.png", "failures.png"}
         assert all((out / name).stat().st_size > 1000 for name in ("scores.png", "usage.png", "failures.png"))
