@@ -230,6 +230,12 @@ def play(
         with _sigterm_as_interrupt() as caught:
             try:
                 runner.run([i.spec for i in todo])
+            except SparringError as e:  # a server gone after its retries: the run stops, what is done stays
+                done = sum(1 for i in instances if i.id in records)
+                raise SparringError(
+                    f"{str(e).rstrip('.')}; {done} of {len(instances)} instances are recorded in {log.path}, "
+                    "and the same command resumes the rest."
+                ) from None
             except KeyboardInterrupt:
                 signum = caught[0] if caught else signal.SIGINT
                 done = sum(1 for i in instances if i.id in records)

@@ -273,6 +273,33 @@ def test_an_interrupted_search_eval_resumes_to_the_same_report(corpus: Corpus, t
     assert [r["seconds"] for r in again["records"]] == [r["seconds"] for r in resumed["records"]]
 
 
+class _FailingServer:
+    """A chat endpoint that answers with the gold answer, then goes away for good after ``calls`` requests."""
+
+    name = "failing"
+
+    def __init__(self, calls: int):
+        self.calls = calls
+
+    def chat(self, conversations: Any, sampling: Any, tools: Any = None) -> list[Any]:
+        from sparring import ServerUnavailable
+        from sparring.agents.generation import Generation
+
+        self.calls -= 1
+        if self.calls < 0:
+            raise ServerUnavailable("the policy server at http://x/v1 did not answer after 3 tries.")
+        answers = [c[-1]["content"].rsplit("Question: ", 1)[-1] for c in conversations]
+        return [Generation([], [], f"<answer>{a}</answer>", "stop") for a in answers]
+
+
+@pytest.mark.timeout(300)
+def test_a_server_gone_midway_stops_the_run_keeping_what_is_done(corpus: Corpus, tmp_path: Path) -> None:
+    config = _search(tmp_path, "gone", concurrency=1)
+    with pytest.raises(SparringError, match=r"after 3 tries; 3 of 20 instances are recorded in .*same command resumes"):
+        evaluate_search(_FailingServer(calls=3), config)
+    assert len(RecordLog(Path(config.out or "") / "records.jsonl").load()) == 3
+
+
 @pytest.mark.timeout(300)
 def test_user_errors_are_one_sentence_and_lose_nothing(corpus: Corpus, tmp_path: Path) -> None:
     out = tmp_path / "kept"
