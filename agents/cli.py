@@ -79,6 +79,12 @@ def _bench_rollout(
     env_kwargs: str = typer.Option("{}", help="JSON keyword arguments of gym.make, e.g. '{\"topk\": 2}'."),
     dtype: str = typer.Option("float32", help="Weights: float32 (the default policy), bfloat16 or float16."),
     device: str = typer.Option("cpu", help="Torch device of the policy (cpu, cuda)."),
+    engine: str = typer.Option(
+        "slot",
+        help="What decodes: slot (the HF backend's own batch), transformers-cb (transformers' continuous batching), "
+        "or compare (both engines' concurrent runs alternately: tokens/s ratio and token exactness).",
+    ),
+    pairs: int = typer.Option(2, help="With --engine compare: alternating pairs of runs (slot, transformers-cb)."),
 ) -> None:
     """Rollout throughput: tokens/s, episodes/min, env-wait share, speed-up of 8 at once over one by one."""
     from sparring import SparringError
@@ -99,6 +105,8 @@ def _bench_rollout(
         env_kwargs=kwargs,
         dtype=dtype,
         device=device,
+        engine=engine,
+        pairs=pairs,
     )
     if as_json:
         print(json.dumps(result))
