@@ -115,7 +115,7 @@ class SWEInjectEnv(SandboxTools, TextEnv):
         self.validation = validation or ValidationConfig()
         self.rewards = rewards or SWERewards()
         self.command_timeout = command_timeout
-        self._pools = PoolSet()
+        self._pools = PoolSet(size=self.validation.parallel + 1)  # the validation's runs, and the next one
         self._sandbox = None
         self.last_artifact: BugArtifact | None = None
         """The artifact of the last episode, when one was submitted."""

@@ -12,8 +12,10 @@ artifact's own view.
 
 from __future__ import annotations
 
+import fnmatch
 import io
 import json
+import re
 import secrets
 import shlex
 import tarfile
@@ -39,6 +41,7 @@ __all__ = [
     "StateRun",
     "TestRun",
     "harness_state",
+    "not_passed",
     "prepare_state",
     "probe_tests",
     "repo_ini",
@@ -123,22 +126,12 @@ def _tar(files: dict[str, bytes], mode: int = 0o644) -> bytes:
     return buf.getvalue()
 
 
-def put_artifact(sandbox: Any, artifact: BugArtifact) -> None:
-    """Copy the artifact's files into :data:`BUG_DIR` of the container (as root, readable by all)."""
-    sandbox.exec(f"rm -rf {BUG_DIR} && mkdir -p {BUG_DIR}", user="root", timeout=30)
-    sandbox.put_archive(BUG_DIR, _tar({n: t.encode() for n, t in artifact.files().items()}))
-
-
 def prepare_state(sandbox: Any, artifact: BugArtifact, state: RepoState) -> tuple[str, str] | None:
-    """Build ``state`` in the container's /repo; returns (check, error) when a part does not apply."""
-    put_artifact(sandbox, artifact)
-    missing = sandbox.exec(
-        "for f in " + " ".join(_q(p) for p in artifact.test_files) + '; do test -f "/repo/$f" || echo "$f"; done',
-        user="root",
-        timeout=30,
-    )
-    if missing.stdout.strip():
-        return "test_files", f"missing test file(s): {', '.join(missing.stdout.split())}"
+    """Build ``state`` in the container's /repo; returns (check, error) when a part does not apply.
+
+    Three round trips to the container whatever the state (clear, copy, check and apply), since
+    validation builds several states per artifact.
+    """
     steps: list[tuple[str, str, str]] = []
     if state.bug:
         parts = split_diff(artifact.bug_inject_diff)
@@ -149,13 +142,26 @@ def prepare_state(sandbox: Any, artifact: BugArtifact, state: RepoState) -> tupl
                 steps.append(("changed_files", "bug_fix.diff", reverse_diff(kept)))
     if state.weaken:
         steps.append(("weakening_hides_bug", "test_weaken.diff", artifact.test_weaken_diff))
-    for check, name, diff in steps:
-        sandbox.put_archive("/tmp", _tar({f"sparring-{name}": diff.encode()}))
-        r = sandbox.exec(
-            f"{GIT} apply --whitespace=nowarn /tmp/sparring-{name}", workdir="/repo", user="root", timeout=60
-        )
-        if not r.ok:
-            return check, f"{name} does not apply: {(r.stderr or r.stdout).strip()[:300]}"
+    sandbox.exec(f"rm -rf {BUG_DIR} /tmp/sparring-*.diff", user="root", timeout=30)
+    files = {f"sparring-bug/{n}": t.encode() for n, t in artifact.files().items()}
+    files.update({f"sparring-{name}": diff.encode() for _, name, diff in steps})
+    sandbox.put_archive("/tmp", _tar(files))
+    script = [
+        "for f in " + " ".join(_q(p) for p in artifact.test_files) + '; do test -f "/repo/$f" || echo "$f"; done'
+        " | grep . && exit 3"
+    ]
+    script += [
+        f"{{ {GIT} apply --whitespace=nowarn /tmp/sparring-{name} || {{ echo 'sparring-step {i}' >&2; exit 4; }}; }}"
+        for i, (_, name, _) in enumerate(steps)
+    ]
+    script.append("exit 0")
+    r = sandbox.exec("\n".join(script), workdir="/repo", user="root", timeout=60)
+    if r.exit_code == 3:
+        return "test_files", f"missing test file(s): {', '.join(r.stdout.split())}"
+    if not r.ok:
+        err, _, step = r.stderr.rpartition("sparring-step ")
+        check, name = (steps[int(step)][:2]) if step.strip().isdigit() else ("changed_files", "a diff")
+        return check, f"{name} does not apply: {(err or r.stdout).strip()[:300]}"
     return None
 
 
@@ -225,6 +231,11 @@ def run_state(pool: Any, artifact: BugArtifact, state: RepoState, timeout: float
 # ------------------------------------------------------------------------------ the harness's runs
 
 
+def not_passed(run: HarnessRun) -> list[str]:
+    """The ids of a run that did not pass (failed, errored, skipped; a module that failed to import)."""
+    return sorted(t for t, s in run.tests.items() if s != "passed")
+
+
 def repo_ini(sandbox: Any, artifact: BugArtifact) -> str:
     """The harness's pytest configuration for the artifact's test files, read from the image's own /repo.
 
@@ -271,7 +282,17 @@ class SharedIni:
         return self._value
 
 
-def probe_tests(artifact: BugArtifact) -> tuple[dict[str, str], dict[str, str]]:
+def _probe_name(ini: str) -> str | None:
+    """A fresh test function name pytest collects under the repository's ``python_functions``; None if none fits."""
+    match = re.search(r"^python_functions\s*=\s*(\S+)", ini, re.M)
+    pattern = match.group(1) if match else "test"
+    token = f"sparring_probe_{secrets.token_hex(6)}"
+    name = pattern.replace("*", token, 1) if "*" in pattern else f"{pattern}_{token}"
+    ok = name.isidentifier() and (fnmatch.fnmatchcase(name, pattern) or name.startswith(pattern))
+    return name if ok else None
+
+
+def probe_tests(artifact: BugArtifact, ini: str = "") -> tuple[dict[str, str], dict[str, str]]:
     """Probe tests to append to the artifact's Python test files, and the verdict each must get.
 
     Each probe file gets two tests with fresh random names, one that passes and one that fails,
@@ -279,8 +300,12 @@ def probe_tests(artifact: BugArtifact) -> tuple[dict[str, str], dict[str, str]]:
     runs no tests, runs other ones, or writes its own report, and a parser that reads the
     repository instead of the results, cannot know their names or verdicts in advance.
 
+    Args:
+        artifact: The artifact whose test files get the probes.
+        ini: The harness's configuration: the names follow its ``python_functions``.
+
     Returns:
-        (path -> text to append, test id -> expected status).
+        (path -> text to append, test id -> expected status); empty where no name would be collected.
     """
     appendix: dict[str, str] = {}
     expected: dict[str, str] = {}
@@ -289,7 +314,9 @@ def probe_tests(artifact: BugArtifact) -> tuple[dict[str, str], dict[str, str]]:
             continue
         text = "\n\n"
         for fails in secrets.SystemRandom().sample([False, True], 2):
-            name = f"test_sparring_probe_{secrets.token_hex(6)}"
+            name = _probe_name(ini)
+            if name is None:
+                return {}, {}
             a, b = secrets.randbelow(1000), secrets.randbelow(1000)
             text += f"\n\ndef {name}():\n    assert {a} + {b} == {a + b + (1 if fails else 0)}\n"
             expected[f"{path}::{name}"] = "failed" if fails else "passed"
@@ -335,6 +362,7 @@ def harness_state(
     again_failing: bool = False,
     with_script: bool = False,
     wait: Callable[[], None] | None = None,
+    on_first: Callable[[HarnessRun], None] | None = None,
 ) -> StateRun:
     """Build ``state`` in a fresh container of ``pool`` and run the harness on it; discard the container.
 
@@ -349,9 +377,10 @@ def harness_state(
         hash_seed: ``PYTHONHASHSEED`` of the run; the image's when None.
         again: Hash seeds of further harness runs in the same container, each a fresh process,
             after the first and before anything of the artifact's runs (:attr:`StateRun.again`).
-        again_failing: Those runs take only the first run's failed or errored tests (none: no runs).
+        again_failing: Those runs take only the first run's tests that did not pass (none: no runs).
         with_script: Also run the artifact's script and parser, with probe tests appended.
         wait: Called right before each harness run starts (keeps re-runs some time apart).
+        on_first: Called with the first harness run as soon as it ends (to start re-runs elsewhere).
 
     Raises:
         SparringError: No container could be had (the engine's trouble, not the artifact's).
@@ -380,12 +409,14 @@ def harness_state(
 
         run = StateRun(started=time.monotonic())
         run.harness = harness(targets, hash_seed)
-        bad = sorted(t for t, s in run.harness.tests.items() if s in ("failed", "error"))
+        if on_first is not None:
+            on_first(run.harness)
+        bad = not_passed(run.harness)
         for seed in again if bad or not again_failing else ():
             what = (bad if len(bad) <= MAX_TARGET_IDS else None) if again_failing else targets
             run.again.append(harness(what, seed))
         if with_script:
-            appendix, run.probes = probe_tests(artifact)
+            appendix, run.probes = probe_tests(artifact, config)
             for path, text in appendix.items():
                 q = _q(path)
                 add = sandbox.exec(
@@ -396,7 +427,8 @@ def harness_state(
                 )
                 if not add.ok:  # not a plain file: no probe there
                     run.probes = {k: v for k, v in run.probes.items() if not k.startswith(path + "::")}
-            run.script = run_script(sandbox, artifact, timeout)
+            # an honest script runs what the harness ran: it gets that time again, and a minute
+            run.script = run_script(sandbox, artifact, min(timeout, 2 * run.harness.seconds + 60))
         return run
     except ValueError as e:  # a test path the harness refuses (the static checks refuse those first)
         return StateRun(setup_check="test_files", setup_error=str(e))

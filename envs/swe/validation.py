@@ -32,6 +32,7 @@ parallel over a :class:`SandboxPool`. A failed check's name is the verdict's ``r
 from __future__ import annotations
 
 import re
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -58,6 +59,7 @@ from sparring.envs.swe.runs import (
     StateRun,
     TestRun,
     harness_state,
+    not_passed,
 )
 from sparring.envs.swe.testing import TestRun as HarnessRun
 
@@ -304,40 +306,53 @@ def _run_states(
     common = {"ini": ini, "timeout": config.test_timeout, "test_timeout": config.per_test_timeout}
     script = not harness_script(artifact)
     seeds = [rerun_seed() for _ in range(config.reruns)]
-    states: dict[str, tuple[RepoState, dict[str, Any]]] = {
-        "buggy": (BUGGY, {"again": seeds[:1], "again_failing": True, "wait": spacing, "with_script": script}),
-        "weakened": (WEAKENED, {}),
-    }
-    if baseline is None:  # reached as a repair reaches it, so a script that tells the two apart is caught
-        states["original"] = (REPAIRED, {"again": [rerun_seed()], "with_script": script})
-    if len(changed) > 1:  # with one changed file, reverting it gives the original code
-        for path in changed:
-            states[f"revert:{path}"] = (RepoState(bug=True, revert=(path,)), {})
+    futures: dict[str, Future[StateRun]] = {}
+    lock = threading.Lock()
     with ThreadPoolExecutor(max_workers=max(1, config.parallel)) as ex:
-        futures: dict[str, Future[StateRun]] = {
-            name: ex.submit(harness_state, pool, artifact, st, **kw, **common) for name, (st, kw) in states.items()
-        }
-        buggy = futures["buggy"].result()
-        original = _baseline_run(baseline) if baseline is not None else futures["original"].result()
-        failing = sorted(_passed(original.harness) - _passed(buggy.harness))
-        if failing and buggy.harness and buggy.harness.status in HONEST_STATUSES:
-            targets = failing if len(failing) <= MAX_RERUN_IDS else None
-            for k in range(len(buggy.again) + 1, config.reruns + 1):
-                futures[f"rerun:{k}"] = ex.submit(
-                    harness_state,
-                    pool,
-                    artifact,
-                    BUGGY,
-                    targets=targets,
-                    hash_seed=seeds[k - 1],
-                    wait=spacing,
-                    **common,
-                )
-        runs = {name: f.result() for name, f in futures.items()}
+
+        def rerun(k: int, targets: list[str] | None) -> None:
+            kw = {"targets": targets if targets and len(targets) <= MAX_RERUN_IDS else None, "wait": spacing}
+            with lock:
+                seed = seeds[k - 1]
+                futures[f"rerun:{k}"] = ex.submit(harness_state, pool, artifact, BUGGY, hash_seed=seed, **kw, **common)
+
+        def rerun_elsewhere(first: HarnessRun) -> None:
+            """Start the fresh-container re-runs as soon as the buggy code's first run shows what fails."""
+            bad = not_passed(first)
+            if first.status in HONEST_STATUSES and bad:
+                for k in range(2, config.reruns + 1):
+                    rerun(k, bad)
+
+        # the longest chains first: each of these runs again in its container, and may run the script there
+        buggy = {"again": seeds[:1], "again_failing": True, "wait": spacing, "with_script": script}
+        states: dict[str, tuple[RepoState, dict[str, Any]]] = {"buggy": (BUGGY, buggy | {"on_first": rerun_elsewhere})}
+        if baseline is None:  # reached as a repair reaches it, so a script that tells the two apart is caught
+            states["original"] = (REPAIRED, {"again": [rerun_seed()], "with_script": script})
+        states["weakened"] = (WEAKENED, {})
+        if len(changed) > 1:  # with one changed file, reverting it gives the original code
+            for path in changed:
+                states[f"revert:{path}"] = (RepoState(bug=True, revert=(path,)), {})
+        with lock:
+            for name, (st, kw) in states.items():
+                futures[name] = ex.submit(harness_state, pool, artifact, st, **kw, **common)
+        futures["buggy"].result()  # its first run has scheduled the re-runs by now
+        with lock:
+            pending = dict(futures)
+        runs = {name: f.result() for name, f in pending.items()}
+        first = runs["buggy"].harness
+        before = _passed((_baseline_run(baseline) if baseline is not None else runs["original"]).harness)
+        if first is not None and first.status in HONEST_STATUSES and before - _passed(first):
+            # re-runs its first run could not start: every test that fails was absent from it, none errored
+            for k in range(len(runs["buggy"].again) + 1, config.reruns + 1):
+                if f"rerun:{k}" not in runs:
+                    rerun(k, None)
+            with lock:
+                late = {name: f for name, f in futures.items() if name not in runs}
+            runs.update({name: f.result() for name, f in late.items()})
     for k, again in enumerate(runs["buggy"].again, 1):
         runs[f"rerun:{k}"] = StateRun(harness=again)
     if baseline is not None:
-        runs["original"] = original
+        runs["original"] = _baseline_run(baseline)
     elif runs["original"].again:
         runs["rerun:original"] = StateRun(harness=runs["original"].again[0])
     return runs
