@@ -77,6 +77,8 @@ __all__ = [
 
 #: The account commands run as unless the harness asks for root.
 DEFAULT_USER = "sparring"
+#: The host name of every sandbox (Docker's default, the container id, would differ per container).
+HOSTNAME = "sandbox"
 #: Seconds a file or archive transfer may take.
 FILE_OP_TIMEOUT_S = 300.0
 #: Seconds a new container may take to answer its first request.
@@ -166,6 +168,7 @@ class Sandbox:
                 command=server_command(),
                 stdin_open=True,
                 user="0",
+                hostname=HOSTNAME,  # the same in every container: no per-container value for code to key on
                 labels=all_labels,
                 host_config=host_config(api, limits),
             )

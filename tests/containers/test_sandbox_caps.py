@@ -77,6 +77,8 @@ def test_seeded_places_start_with_the_image_content(box: Any) -> None:
     assert r.stdout.split() == ["sparring", "755", "sparring", "755", "sparring", "644", "1777", "1777", "1777", "ok"]
     # scripts written to /repo and /tmp run, as tests and agents expect
     assert box.exec("printf '#!/bin/sh\\necho ran\\n' > /tmp/s && chmod +x /tmp/s && /tmp/s").stdout == "ran\n"
+    # every sandbox has the same host name: nothing per container for a bug to be on or off by
+    assert box.exec("hostname; cat /etc/hostname").stdout == "sandbox\nsandbox\n"
 
 
 def _leave_a_mess(box: Any) -> None:
