@@ -123,6 +123,9 @@ class TrainConfig:
     """Seed of task draws, sampling and the model's updates."""
     threads: int | None = None
     """Torch CPU threads (None: torch's choice)."""
+    gradient_checkpointing: bool = True
+    """Recompute activations in the backward pass: about a third more compute, a fraction of the memory
+    (a 1,500-token episode of SmolLM2 otherwise holds GBs of attention activations)."""
     bf16: bool = False
     """Train in bfloat16 autocast where the device has it (GPUs); CPU runs stay float32."""
     max_episode_memory_gib: float = 0.0

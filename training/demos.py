@@ -21,7 +21,7 @@ from sparring.agents.chat import ChatFormat, append_tokens
 from sparring.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
 from sparring.envs.core import Episode
 from sparring.training.config import TrainConfig
-from sparring.training.game import GAMES, solved
+from sparring.training.game import GAMES, end_reason, solved
 
 __all__ = ["DemoStats", "demonstrations", "tokenize_episode"]
 
@@ -32,6 +32,8 @@ class DemoStats:
 
     played: dict[str, int] = field(default_factory=dict)
     kept: dict[str, int] = field(default_factory=dict)
+    failed: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Why the episodes that were not kept failed, per ``domain/role``: end reason or outcome status."""
 
     def success_rate(self) -> dict[str, float]:
         """Kept over played, per ``domain/role``."""
@@ -135,5 +137,12 @@ def demonstrations(
         good = [tokenize_episode(chat, ep, tools) for ep in played if ok(ep)]
         stats.played[f"{domain}/{role}"] = len(played)
         stats.kept[f"{domain}/{role}"] = len(good)
+        why: dict[str, int] = {}
+        for ep in played:
+            if not ok(ep):
+                reason = ep.error or ",".join(map(str, ep.outcome.get("reasons") or [])) or end_reason(ep)
+                reason = f"{reason[:60]} ({ep.outcome.get('status')})" if ep.outcome.get("status") else reason[:60]
+                why[reason] = why.get(reason, 0) + 1
+        stats.failed[f"{domain}/{role}"] = why
         kept += good
     return kept, stats

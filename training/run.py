@@ -54,6 +54,10 @@ def warm_start(trainer: Trainer, console: Console, metrics: MetricsLog) -> None:
     demos, stats = demonstrations(cfg, trainer.generator, trainer.rng)
     rates = ", ".join(f"{k} {stats.kept[k]}/{n}" for k, n in stats.played.items())
     console.print(f"warm start: {len(demos)} demonstrations kept ({rates}) in {time.perf_counter() - t0:.0f} s")
+    for role, why in stats.failed.items():
+        if why:
+            common = "; ".join(f"{reason} x{n}" for reason, n in sorted(why.items(), key=lambda kv: -kv[1])[:3])
+            console.print(f"  {role} not kept: {common}")
     values: dict[str, float] = {f"warm_start/kept/{k}": v for k, v in stats.kept.items()}
     values |= {f"warm_start/success_rate/{k}": v for k, v in stats.success_rate().items()}
     if demos:

@@ -104,11 +104,18 @@ class Trainer:
         from sparring.agents.cpu_linear import unpack_linears
 
         unpack_linears(self.policy_model)
+        checkpointing = self.config.gradient_checkpointing and hasattr(
+            self.policy_model, "gradient_checkpointing_enable"
+        )
+        if checkpointing:
+            self.policy_model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model.train()
         try:
             yield
         finally:
             self.model.eval()
+            if checkpointing:
+                self.policy_model.gradient_checkpointing_disable()
             self.generator.update_weights()  # drops stale KV prefixes, repacks the linears
 
     def _set_lr(self, lr: float) -> None:

@@ -51,7 +51,7 @@ def _solve_rate(policy: Any, tasks: list[dict[str, Any]], sampling: SamplingPara
 def test_training_raises_the_solver_reward_beyond_the_noise(corpus: Any, smollm2: Any, tmp_path: Path) -> None:
     from sparring.agents.model import load_model
 
-    tasks = _tasks(8)
+    tasks = _tasks(6)
     greedy = SamplingParams(temperature=0.0, max_new_tokens=32, seed=0)
     config = load_config(None, [f"out={tmp_path}", "games=search", "lr=1e-5", "warm_start_lr=5e-5"])
     trainer = Trainer(config, model=load_model(None), tokenizer=smollm2.tokenizer)  # its own copy of SmolLM2
@@ -69,7 +69,7 @@ def test_training_raises_the_solver_reward_beyond_the_noise(corpus: Any, smollm2
     chat = ChatFormat(trainer.tokenizer)
     demos = [tokenize_episode(chat, ep, tools) for ep in shown if solved(ep)]
     assert len(demos) >= 3, "the scripted demonstrator should solve most training questions"
-    trainer.supervised(demos, epochs=3, lr=config.warm_start_lr)
+    trainer.supervised(demos, epochs=2, lr=config.warm_start_lr)
 
     sampled = SamplingParams(temperature=1.0, max_new_tokens=32, seed=1)
     played = EpisodeRunner(trainer.generator, RunnerConfig(sampling=sampled, max_turns=2, progress=False)).run(
