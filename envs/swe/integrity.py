@@ -83,7 +83,7 @@ def confirmed_failing(
     Returns:
         (confirmed tests, why the bug is refused or None, notes on what was left out).
     """
-    confirmed, notes = list(failing), []
+    confirmed, notes = list(failing), list[str]()
     for run in reruns:
         flipped = sorted(set(confirmed) & _passed(run))
         if flipped:

@@ -400,7 +400,7 @@ def harness_state(
         def harness(what: Sequence[str] | None, seed: int | None) -> HarnessRun:
             if wait is not None:
                 wait()
-            kw = {"config": config, "timeout": timeout, "test_timeout": test_timeout, "hash_seed": seed}
+            kw: dict[str, Any] = {"config": config, "timeout": timeout, "test_timeout": test_timeout, "hash_seed": seed}
             done = harness_run(sandbox, what or artifact.test_files, **kw)
             if what and done.status == "crash" and done.exit_code == 4:
                 # a usage error: pytest knows some ids not under this hash seed (parameter ids built from sets)

@@ -303,7 +303,7 @@ def _run_states(
     """
     ini = SharedIni(artifact)
     spacing = Spacing(config.rerun_gap)
-    common = {"ini": ini, "timeout": config.test_timeout, "test_timeout": config.per_test_timeout}
+    common: dict[str, Any] = {"ini": ini, "timeout": config.test_timeout, "test_timeout": config.per_test_timeout}
     script = not harness_script(artifact)
     seeds = [rerun_seed() for _ in range(config.reruns)]
     futures: dict[str, Future[StateRun]] = {}
@@ -311,7 +311,8 @@ def _run_states(
     with ThreadPoolExecutor(max_workers=max(1, config.parallel)) as ex:
 
         def rerun(k: int, targets: list[str] | None) -> None:
-            kw = {"targets": targets if targets and len(targets) <= MAX_RERUN_IDS else None, "wait": spacing}
+            few = targets if targets and len(targets) <= MAX_RERUN_IDS else None
+            kw: dict[str, Any] = {"targets": few, "wait": spacing}
             with lock:
                 seed = seeds[k - 1]
                 futures[f"rerun:{k}"] = ex.submit(harness_state, pool, artifact, BUGGY, hash_seed=seed, **kw, **common)
@@ -324,7 +325,7 @@ def _run_states(
                     rerun(k, bad)
 
         # the longest chains first: each of these runs again in its container, and may run the script there
-        buggy = {"again": seeds[:1], "again_failing": True, "wait": spacing, "with_script": script}
+        buggy: dict[str, Any] = {"again": seeds[:1], "again_failing": True, "wait": spacing, "with_script": script}
         states: dict[str, tuple[RepoState, dict[str, Any]]] = {"buggy": (BUGGY, buggy | {"on_first": rerun_elsewhere})}
         if baseline is None:  # reached as a repair reaches it, so a script that tells the two apart is caught
             states["original"] = (REPAIRED, {"again": [rerun_seed()], "with_script": script})
