@@ -7,7 +7,8 @@ in the same format and the trainer learns from the successful ones (DESIGN §5, 
   has one (else the whole question), answer the first result's title;
 * :class:`DefinitionProposerAgent` (search proposer): search the seed answer, read its entry,
   search the definition, ask for the term the definition describes;
-* :class:`KnownFixAgent` (SWE solver): apply the reverse of the bug's diff with ``bash``, submit;
+* :class:`~sparring.agents.scripted.OracleAgent` (SWE solver): apply the reverse of the bug's diff
+  with ``bash``, submit;
 * :class:`StoredBugAgent` (SWE injector): write a validated procedural bug's five artifact files
   with ``bash`` and submit them.
 """
@@ -19,7 +20,7 @@ from typing import Any
 
 from sparring.agents.scripted import RetrievalFloorAgent
 
-__all__ = ["DefinitionProposerAgent", "DefinitionSearchAgent", "KnownFixAgent", "StoredBugAgent"]
+__all__ = ["DefinitionProposerAgent", "DefinitionSearchAgent", "StoredBugAgent"]
 
 _QUOTED = re.compile(r'"([^"]{12,})"')
 _DOC = re.compile(r"(?:<information>)?Doc \d+ \(Title: (.*?)\) (.*?)(?:</information>)?$")
@@ -94,36 +95,6 @@ def _definition(text: str, answer: str) -> str:
     if len(sentence) < 15 or answer_in_text(answer, sentence):
         return ""
     return sentence[:200]
-
-
-class KnownFixAgent:
-    """Apply the reverse of the task's bug diff to the code (never the tests), then submit."""
-
-    name = "known-fix"
-
-    def __init__(self) -> None:
-        """No state beyond the current task's fix."""
-        self._fix = ""
-        self._turn = 0
-
-    def reset(self, observation: str, info: dict[str, Any]) -> None:
-        """Read the bug's diff from the repair task."""
-        from sparring.envs.swe.bugs.artifact import reverse_diff
-
-        artifact = (info.get("task") or {}).get("artifact") or {}
-        fix = reverse_diff(str(artifact.get("bug_inject_diff", "")))
-        self._fix = fix if fix.endswith("\n") else fix + "\n"
-        self._turn = 0
-
-    def act(self, observation: str, info: dict[str, Any]) -> str:
-        """Write the fix's diff, apply it; then submit."""
-        self._turn += 1
-        if self._turn == 1:
-            return (
-                f"<bash>cat > /tmp/fix.diff <<'{_EOF}'\n{self._fix}{_EOF}\n"
-                "cd /repo && git apply /tmp/fix.diff && git status --short</bash>"
-            )
-        return "<submit>reverted the faulty change</submit>"
 
 
 class StoredBugAgent:

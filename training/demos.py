@@ -72,12 +72,8 @@ def _stored_bugs(split: str = "train") -> dict[str, list[dict[str, Any]]]:
 
 def _plans(config: TrainConfig, policy: Any) -> list[tuple[str, str, str, Callable[[Any], Any], dict, Callable]]:
     """(game, role, env id, agent factory, env kwargs, success test) of every role to demonstrate."""
-    from sparring.agents.demonstrators import (
-        DefinitionProposerAgent,
-        DefinitionSearchAgent,
-        KnownFixAgent,
-        StoredBugAgent,
-    )
+    from sparring.agents.demonstrators import DefinitionProposerAgent, DefinitionSearchAgent, StoredBugAgent
+    from sparring.agents.scripted import OracleAgent
 
     plans = []
     if "search" in config.games:
@@ -89,7 +85,7 @@ def _plans(config: TrainConfig, policy: Any) -> list[tuple[str, str, str, Callab
         )
     if "swe" in config.games:
         game = GAMES["swe"]
-        plans.append(("swe", "solver", game.solver_env, lambda spec: KnownFixAgent(), {}, solved))
+        plans.append(("swe", "solver", game.solver_env, lambda spec: OracleAgent(), {}, solved))
         bugs = _stored_bugs()
         if bugs:
             repos = sorted(bugs)
