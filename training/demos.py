@@ -75,7 +75,7 @@ def _plans(config: TrainConfig, policy: Any) -> list[tuple[str, str, str, Callab
     from sparring.agents.demonstrators import DefinitionProposerAgent, DefinitionSearchAgent, StoredBugAgent
     from sparring.agents.scripted import OracleAgent
 
-    plans = []
+    plans: list[tuple[str, str, str, Callable[[Any], Any], dict[str, Any], Callable[[Episode], bool]]] = []
     if "search" in config.games:
         game = GAMES["search"]
         plans.append(("search", "solver", game.solver_env, lambda spec: DefinitionSearchAgent(), {}, solved))
