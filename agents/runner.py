@@ -146,6 +146,7 @@ class EpisodeRunner:
 
     def run(self, specs: Sequence[EpisodeSpec]) -> list[Episode]:
         """Play every spec; the episodes come back in the order of ``specs``."""
+        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         stats = self.stats = RunStats()
@@ -163,6 +164,7 @@ class EpisodeRunner:
             TimeElapsedColumn(),
             disable=not self.config.progress,
             transient=False,
+            console=Console(stderr=True),  # stdout stays for what commands print (JSON reports)
         )
         bar = progress.add_task("episodes", total=len(specs), detail="")
         pool = ThreadPoolExecutor(max_workers=max(1, self.config.env_workers), thread_name_prefix="sparring-env")
