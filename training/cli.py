@@ -33,5 +33,8 @@ def _train(
 
 
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
-    """Add ``sparring train`` to the CLI."""
+    """Add ``sparring train`` and ``sparring bench train`` to the CLI."""
+    from sparring.training.bench import bench_command
+
     app.command("train")(_train)
+    groups["bench"].command("train")(bench_command)

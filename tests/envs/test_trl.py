@@ -39,7 +39,23 @@ def test_rollout_through_the_adapter(factory):
     instance = factory()
     prompt = instance.reset(prompt=[{"role": "user", "content": "x"}], task={"id": "t", "numbers": [4, 5]})
     assert "2 hidden numbers" in prompt
-    assert instance.peek(1) == "number 1 is 5"
+    assert instance.peek(1) == "number 1 is 5\n[4 turns left]"  # each call is one env step
+    assert instance.peek(index="0").startswith("number 0 is 4")  # typed like a parsed call
     assert instance.get_reward() == 0.0
     assert instance.answer("9") == "correct"
     assert instance.get_reward() == 1.0
+    with pytest.raises(RuntimeError, match="episode is over"):  # TRL shows this to the model as the tool's error
+        instance.peek(0)
+    instance.reset(task={"id": "u", "numbers": [1, 1]})
+    assert instance.get_reward() == 0.0 and instance.peek(0).startswith("number 0 is 1")
+
+
+def test_the_turn_limit_holds_under_trl(factory):
+    instance = factory()
+    instance.reset(task={"id": "t", "numbers": [4, 5]})
+    assert "unknown argument(s) position" in instance.peek(position=0)  # the env's usage message, a turn spent
+    for _ in range(4):
+        instance.peek(0)
+    with pytest.raises(RuntimeError, match="episode is over"):
+        instance.peek(0)
+    assert instance.get_reward() == 0.0
