@@ -141,13 +141,29 @@ def main() -> None:
     except typer.Abort:
         console.print("aborted")
         sys.exit(130)
-    except Exception as e:  # click's usage errors
+    except Exception as e:  # usage errors: click's, or the copy of click that newer typer releases carry
+        if _is_usage_error(e):
+            e.show()  # type: ignore[attr-defined]
+            sys.exit(e.exit_code)  # type: ignore[attr-defined]
+        raise
+
+
+def _is_usage_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a click-style error that prints its own one-line message (bad option, no such command)."""
+    classes = []
+    try:
         import click
 
-        if isinstance(e, click.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
-        raise
+        classes.append(click.ClickException)
+    except ImportError:  # pragma: no cover - typer may carry its own click
+        pass
+    try:
+        from typer._click import ClickException as TyperClickException
+
+        classes.append(TyperClickException)
+    except ImportError:  # older typer uses click itself
+        pass
+    return isinstance(exc, tuple(classes))
 
 
 if __name__ == "__main__":

@@ -25,13 +25,21 @@ def test_missing_default_model_names_the_fix(tmp_path, monkeypatch):
         make_generator("tgi")
 
 
-def test_demo_without_model_exits_2_with_one_sentence(tmp_path):
-    env = {"SPARRING_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+def test_train_without_model_exits_2_with_one_sentence(tmp_path):
+    env = {"SPARRING_HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     proc = subprocess.run(
-        [sys.executable, "-m", "sparring.cli", "demo"], capture_output=True, text=True, env=env, timeout=300
+        [sys.executable, "-m", "sparring.cli", "train", "--preset", "cpu-demo", f"out={tmp_path / 'run'}"],
+        capture_output=True, text=True, env=env, timeout=300,
     )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "sparring setup --for test" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("argv", [["nosuch"], ["train", "--nosuch"], ["eval", "search", "--nosuch"]])
+def test_usage_errors_exit_2_with_one_sentence(argv):
+    proc = subprocess.run([sys.executable, "-m", "sparring.cli", *argv], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Error: No such" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_broken_wheel_is_removed_with_a_clear_error(tmp_path, monkeypatch):
