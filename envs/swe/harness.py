@@ -217,7 +217,7 @@ def harness_run(
     folder = f"/tmp/sparring-harness-{token}"
     args = [
         *("-c", f"{folder}/pytest.ini", f"--rootdir={_ROOT}", f"--confcutdir={_ROOT}"),
-        *("-p", "no:cacheprovider", "--color=no", "-o", "console_output_style=classic"),
+        *("-p", "no:cacheprovider", "--color=no", "-o", "console_output_style=classic", "--tb=no"),
         *(("--timeout", f"{test_timeout:g}", "--timeout-method", "signal") if test_timeout else ()),
         *(f"{_ROOT}/{p}" for p in paths),
     ]

@@ -61,7 +61,7 @@ _q = shlex.quote
 _STATUSES = {"passed", "failed", "error", "skipped"}
 
 #: Failing tests run again by node id at most; with more, the test files run again.
-MAX_TARGET_IDS = 200
+MAX_TARGET_IDS = 40
 
 #: Where the artifact's parser writes its verdicts, and the most of them (or of a JUnit report) read back.
 PARSED_PATH = "/tmp/sparring-parsed.json"
@@ -363,6 +363,7 @@ def harness_state(
     with_script: bool = False,
     wait: Callable[[], None] | None = None,
     on_first: Callable[[HarnessRun], None] | None = None,
+    targets_later: Callable[[], list[str] | None] | None = None,
 ) -> StateRun:
     """Build ``state`` in a fresh container of ``pool`` and run the harness on it; discard the container.
 
@@ -381,6 +382,9 @@ def harness_state(
         with_script: Also run the artifact's script and parser, with probe tests appended.
         wait: Called right before each harness run starts (keeps re-runs some time apart).
         on_first: Called with the first harness run as soon as it ends (to start re-runs elsewhere).
+        targets_later: Called once the state is built, in place of ``targets``: blocks until the
+            targets are known (another container's first run), and returns them (``[]``: the test
+            files), or None when there is nothing to run (a run with no harness result is returned).
 
     Raises:
         SparringError: No container could be had (the engine's trouble, not the artifact's).
@@ -407,6 +411,11 @@ def harness_state(
                 done = harness_run(sandbox, artifact.test_files, **kw)
             return done
 
+        if targets_later is not None:
+            later = targets_later()
+            if later is None:
+                return StateRun()
+            targets = later
         run = StateRun(started=time.monotonic())
         run.harness = harness(targets, hash_seed)
         if on_first is not None:

@@ -89,8 +89,9 @@ CHECKS = (
 MAX_ARTIFACT_BYTES = 1 << 20
 #: Test files an artifact may list at most.
 MAX_TEST_FILES = 64
-#: Failing tests re-run by node id at most; with more, the re-runs run the test files.
-MAX_RERUN_IDS = 200
+#: Failing tests re-run by node id at most; with more, the re-runs run the test files (pytest resolves
+#: node ids one by one: 98 ids of inflection took longer than its whole 455-test file).
+MAX_RERUN_IDS = 40
 
 #: A test path the harness runs: plain characters, relative, no ``..`` (the harness's own rule, for files).
 _PLAIN_PATH = re.compile(r"^[\w.+@-][\w./+@-]*$")
@@ -112,7 +113,7 @@ class ValidationConfig:
     """Seconds one test may take; a test over it fails by timeout, which does not count as failing."""
     reruns: int = 2
     """Check 8: extra runs of the buggy code's failing tests, each in a fresh container."""
-    rerun_gap: float = 0.5
+    rerun_gap: float = 0.1
     """Check 8: seconds at least between the starts of two runs of the buggy code."""
     parallel: int = 2
     """Test runs at once (one container each); the independent runs go side by side."""
@@ -297,9 +298,10 @@ def _run_states(
 
     The states go at once. The buggy code's failing tests run again right after its first run in
     the same container (a fresh process, another hash seed: chance, the seed, the clock), and the
-    further re-runs each in a fresh container once the failing tests are known (the environment
-    of one container), some time after the previous one; the original code's tests run again in
-    their container. The artifact's script runs last in a container, after every harness run there.
+    further re-runs each in a fresh container (the environment of one container), built beside the
+    first run and started as soon as it shows what fails; every run of the buggy code starts at
+    least ``rerun_gap`` after the previous one. The original code's tests run again in their
+    container. The artifact's script runs last in a container, after every harness run there.
     """
     ini = SharedIni(artifact)
     spacing = Spacing(config.rerun_gap)
@@ -308,7 +310,9 @@ def _run_states(
     seeds = [rerun_seed() for _ in range(config.reruns)]
     futures: dict[str, Future[StateRun]] = {}
     lock = threading.Lock()
-    with ThreadPoolExecutor(max_workers=max(1, config.parallel)) as ex:
+    # the runs that wait for the buggy code's first run hold a worker each while they wait
+    deferred = 1 + max(0, config.reruns - 1)
+    with ThreadPoolExecutor(max_workers=max(1, config.parallel) + deferred) as ex:
 
         def rerun(k: int, targets: list[str] | None) -> None:
             few = targets if targets and len(targets) <= MAX_RERUN_IDS else None
@@ -317,29 +321,59 @@ def _run_states(
                 seed = seeds[k - 1]
                 futures[f"rerun:{k}"] = ex.submit(harness_state, pool, artifact, BUGGY, hash_seed=seed, **kw, **common)
 
-        def rerun_elsewhere(first: HarnessRun) -> None:
-            """Start the fresh-container re-runs as soon as the buggy code's first run shows what fails."""
+        known = threading.Event()
+        first_run: list[HarnessRun | None] = [None]
+
+        def first_done(first: HarnessRun) -> None:
+            first_run[0] = first
+            known.set()
+
+        def failing_ids() -> tuple[bool, list[str]]:
+            """Whether the first run counts, and what it did not pass (``[]`` also when too many to name)."""
+            known.wait()
+            first = first_run[0]
+            if first is None or first.status not in HONEST_STATUSES:
+                return False, []
             bad = not_passed(first)
-            if first.status in HONEST_STATUSES and bad:
-                for k in range(2, config.reruns + 1):
-                    rerun(k, bad)
+            return True, bad if len(bad) <= MAX_RERUN_IDS else []
+
+        def rerun_targets() -> list[str] | None:
+            """The failing tests (or the test files) to run again; None: the first run shows none to re-run."""
+            honest, bad = failing_ids()
+            first = first_run[0]
+            return bad if honest and first is not None and not_passed(first) else None
+
+        def weakened_targets() -> list[str] | None:
+            """Check 6 asks whether failing tests pass once weakened: those (or the test files); None: check 5 refuses first."""
+            honest, bad = failing_ids()
+            return bad if honest else None
 
         # the longest chains first: each of these runs again in its container, and may run the script there
         buggy: dict[str, Any] = {"again": seeds[:1], "again_failing": True, "wait": spacing, "with_script": script}
-        states: dict[str, tuple[RepoState, dict[str, Any]]] = {"buggy": (BUGGY, buggy | {"on_first": rerun_elsewhere})}
+        states: dict[str, tuple[RepoState, dict[str, Any]]] = {"buggy": (BUGGY, buggy | {"on_first": first_done})}
         if baseline is None:  # reached as a repair reaches it, so a script that tells the two apart is caught
             states["original"] = (REPAIRED, {"again": [rerun_seed()], "with_script": script})
-        states["weakened"] = (WEAKENED, {})
         if len(changed) > 1:  # with one changed file, reverting it gives the original code
             for path in changed:
                 states[f"revert:{path}"] = (RepoState(bug=True, revert=(path,)), {})
+        # the fresh-container re-runs and the weakened code build their state beside the first run and
+        # start the moment it shows what fails, running just those tests: the critical path is about
+        # two short runs after one full one, and the two cores are not shared three ways meanwhile
+        states["weakened"] = (WEAKENED, {"targets_later": weakened_targets})
+        for k in range(2, config.reruns + 1):
+            states[f"rerun:{k}"] = (BUGGY, {"targets_later": rerun_targets, "wait": spacing, "hash_seed": seeds[k - 1]})
         with lock:
             for name, (st, kw) in states.items():
                 futures[name] = ex.submit(harness_state, pool, artifact, st, **kw, **common)
-        futures["buggy"].result()  # its first run has scheduled the re-runs by now
+        try:
+            futures["buggy"].result()
+        finally:
+            known.set()  # a first run that never ended (its state failed to build) re-runs nothing
         with lock:
             pending = dict(futures)
         runs = {name: f.result() for name, f in pending.items()}
+        # a re-run that did not start (nothing to re-run); the weakened code's is read only past check 5
+        runs = {name: r for name, r in runs.items() if not (name.startswith("rerun:") and r.harness is None)}
         first = runs["buggy"].harness
         before = _passed((_baseline_run(baseline) if baseline is not None else runs["original"]).harness)
         if first is not None and first.status in HONEST_STATUSES and before - _passed(first):
