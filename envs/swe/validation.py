@@ -344,7 +344,10 @@ def _run_states(
             return bad if honest and first is not None and not_passed(first) else None
 
         def weakened_targets() -> list[str] | None:
-            """Check 6 asks whether failing tests pass once weakened: those (or the test files); None: check 5 refuses first."""
+            """Check 6 asks only whether failing tests pass once weakened: those (or the test files).
+
+            None: the first run did not count, so check 5 refuses before check 6 reads this run.
+            """
             honest, bad = failing_ids()
             return bad if honest else None
 
