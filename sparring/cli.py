@@ -30,6 +30,7 @@ COMMAND_MODULES = [
     "sparring.training.cli",
 ]
 
+
 def _modules() -> list:
     """The command modules, imported; a missing one is a packaging error, never skipped silently."""
     mods = []

@@ -29,7 +29,10 @@ def test_train_without_model_exits_2_with_one_sentence(tmp_path):
     env = {"SPARRING_HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     proc = subprocess.run(
         [sys.executable, "-m", "sparring.cli", "train", "--preset", "cpu-demo", f"out={tmp_path / 'run'}"],
-        capture_output=True, text=True, env=env, timeout=300,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "sparring setup --for test" in proc.stderr and "Traceback" not in proc.stderr
