@@ -21,6 +21,7 @@ from sparring import SparringError
 from sparring.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from sparring.training.config import TrainConfig
 from sparring.training.demos import demonstrations
+from sparring.training.memory import limit_arenas, release
 from sparring.training.metrics import MetricsLog, plot, read_log, summary_table
 from sparring.training.trainer import Trainer, UpdateStats
 
@@ -78,6 +79,7 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
         resume: Continue from the latest checkpoint in ``config.out`` (an error if there is none).
         trainer: A trainer built by the caller (tests pass one with a tiny model).
     """
+    limit_arenas()
     console = Console(stderr=True)
     out = Path(config.out)
     checkpoint = latest_checkpoint(out) if resume else None
@@ -97,7 +99,9 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
     )
     if config.warm_start and not trainer.warm_started:
         warm_start(trainer, console, metrics)
+        release()
         save_checkpoint(trainer)
+        release()
     trainer.warm_started = True
     trainer.freeze_reference()
     progress = Progress(
@@ -116,7 +120,10 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
                 values[f"{game}/seconds_play"] = play_seconds
                 generated = sum(sum(r.episode.action_mask) for r in rollouts)
                 values[f"{game}/generated_tokens"] = generated
+                release()  # the finished episodes' caches
                 update = trainer.reinforce(rollouts)
+                del rollouts
+                release()
                 values |= {f"{game}/{k}": v for k, v in _update_metrics("update", update).items()}
                 values[f"{game}/seconds_update"] = update.seconds
                 if play_seconds:
@@ -132,6 +139,7 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
             progress.update(bar, completed=trainer.iteration)
             if trainer.iteration % max(1, config.checkpoint_every) == 0 or trainer.iteration == config.iterations:
                 save_checkpoint(trainer)
+                release()
     metrics.close()
     rows = read_log(out)
     summary: dict[str, Any] = {"iterations": trainer.iteration, "seconds": time.perf_counter() - t0, "out": str(out)}

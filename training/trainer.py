@@ -87,6 +87,7 @@ class Trainer:
             tokenizer=self.tokenizer,
             device=str(self.accelerator.device),
             pack_linears=str(self.accelerator.device) == "cpu",
+            prefix_cache_tokens=config.prefix_cache_tokens,
         )
         self.generator.name = str(config.model)
         self.loss_config = LossConfig(config.clip_low, config.clip_high, config.kl_coef, config.tis_cap)
