@@ -117,14 +117,20 @@ class EpisodeRunner:
         policy: A :class:`Generator` (token-exact episodes), a :class:`ChatGenerator` (text only,
             for evaluation) or a factory of scripted :class:`Agent`s, called with each episode's spec.
         config: Runner settings.
+        on_episode: Called with each episode's index and the episode the moment it ends (before
+            the run does), e.g. to record finished episodes of a long run as they come.
     """
 
     def __init__(
-        self, policy: Generator | ChatGenerator | Callable[[EpisodeSpec], Agent], config: RunnerConfig | None = None
+        self,
+        policy: Generator | ChatGenerator | Callable[[EpisodeSpec], Agent],
+        config: RunnerConfig | None = None,
+        on_episode: Callable[[int, Episode], None] | None = None,
     ):
         """Remember the policy; a token policy's chat template is probed once here."""
         self.policy = policy
         self.config = config or RunnerConfig()
+        self.on_episode = on_episode
         if self.config.concurrency < 1:
             from sparring import SparringError
 
@@ -417,6 +423,8 @@ class EpisodeRunner:
             spec = getattr(state.env, "spec", None)
             ep.env_id = spec.id if spec is not None else type(getattr(state.env, "unwrapped", state.env)).__name__
         _close(state)
+        if self.on_episode is not None:
+            self.on_episode(state.index, ep)
         return ep
 
 

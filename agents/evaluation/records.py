@@ -128,19 +128,6 @@ def check_run(out: Path, run: dict[str, Any]) -> None:
     work.replace(path)
 
 
-class _RecordingRunner(EpisodeRunner):
-    """The runner, handing each episode over the moment it ends instead of only at the end of the run."""
-
-    def __init__(self, policy: Any, config: RunnerConfig, on_episode: Callable[[int, Episode], None]):
-        super().__init__(policy, config)
-        self._on_episode = on_episode
-
-    def _finalize(self, state: Any) -> Episode:
-        episode = super()._finalize(state)
-        self._on_episode(state.index, episode)
-        return episode
-
-
 @contextmanager
 def _sigterm_as_interrupt() -> Iterator[list[int]]:
     """Within the block, SIGTERM stops the run like Ctrl-C (the runner closes its envs on the way out).
@@ -226,7 +213,7 @@ def play(
         records[instance.id] = record
 
     if todo:
-        runner = _RecordingRunner(policy, config, on_episode)
+        runner = EpisodeRunner(policy, config, on_episode=on_episode)
         with _sigterm_as_interrupt() as caught:
             try:
                 runner.run([i.spec for i in todo])

@@ -46,6 +46,20 @@ def test_replay_agent_solves_and_records_turns():
     assert episodes[0].token_ids == []  # scripted episodes carry text only
 
 
+def test_on_episode_sees_each_episode_as_it_ends():
+    """The per-episode hook gets every episode once, by index, before run() returns them all."""
+    seen: dict[int, object] = {}
+    specs = [EpisodeSpec(lambda: SumEnv(), seed=s) for s in range(4)]
+    runner = EpisodeRunner(
+        lambda spec: ReplayAgent(_solve(spec.seed)),
+        RunnerConfig(concurrency=2, progress=False),
+        on_episode=lambda index, episode: seen.setdefault(index, episode),
+    )
+    episodes = runner.run(specs)
+    assert sorted(seen) == [0, 1, 2, 3]
+    assert all(seen[i] is episodes[i] for i in range(4))
+
+
 def test_turns_record_the_tool_each_action_called(corpus):
     from sparring.envs.search.answer_env import SearchAnswerEnv
 
