@@ -27,6 +27,8 @@ PLOT_KEYS = (
     "update/loss",
     "update/clip_frac_high",
     "update/kl",
+    "update/entropy",
+    "update/adv_std",
     "speed/generate_tokens_per_s",
     "speed/train_tokens_per_s",
     "memory/peak_rss_gib",

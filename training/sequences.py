@@ -15,7 +15,7 @@ import torch
 
 from sparring.envs.core import Episode
 
-__all__ = ["Sequence", "action_logprobs", "to_sequence"]
+__all__ = ["Sequence", "action_logprobs", "action_scores", "to_sequence"]
 
 
 @dataclass
@@ -66,6 +66,15 @@ def action_logprobs(model: torch.nn.Module, seq: Sequence, temperature: float = 
     ``temperature`` scales the logits as the generator did when sampling, so the ratio to the
     behaviour logprobs compares like with like.
     """
+    return action_scores(model, seq, temperature)[0]
+
+
+def action_scores(model: torch.nn.Module, seq: Sequence, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """[N] logprobs of ``seq``'s action tokens, as :func:`action_logprobs`, and [N] the policy's entropy there.
+
+    The entropy ``H = -Σ_v p(v) log p(v)`` of the next-token distribution at each action position
+    is computed without grad (a metric: it shows the policy collapsing or staying spread).
+    """
     ids = seq.input_ids.unsqueeze(0).to(_device(model))
     positions = (seq.targets - 1).to(ids.device)  # the position whose logits predict each target
     out = model(input_ids=ids, logits_to_keep=positions, use_cache=False)
@@ -73,7 +82,9 @@ def action_logprobs(model: torch.nn.Module, seq: Sequence, temperature: float = 
     if temperature and temperature != 1.0:
         logits = logits / temperature
     logprobs = torch.log_softmax(logits, dim=-1)
-    return logprobs.gather(-1, ids[0, seq.targets.to(ids.device)].unsqueeze(-1)).squeeze(-1)
+    with torch.no_grad():
+        entropy = -(logprobs.exp() * logprobs).sum(-1)
+    return logprobs.gather(-1, ids[0, seq.targets.to(ids.device)].unsqueeze(-1)).squeeze(-1), entropy
 
 
 def _device(model: torch.nn.Module) -> torch.device:

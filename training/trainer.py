@@ -32,7 +32,7 @@ from sparring.training.config import TrainConfig
 from sparring.training.credit import outcome_advantages, token_advantages, turn_advantages, zero_variance_groups
 from sparring.training.game import GAMES, ReplayBuffer, Rollout, play_iteration
 from sparring.training.loss import LossConfig, policy_loss
-from sparring.training.sequences import Sequence, action_logprobs, to_sequence
+from sparring.training.sequences import Sequence, action_logprobs, action_scores, to_sequence
 
 __all__ = ["Trainer", "UpdateStats"]
 
@@ -201,6 +201,14 @@ class Trainer:
             to_sequence(r.episode, list(a), weight.get(r.role, 1.0)) for r, a in zip(kept, advantages, strict=True)
         ]
         stats = UpdateStats(dropped_zero_variance=dropped, sequences=len(sequences), extra={})
+        if sequences:  # the token advantages A^O + λ·A^T on the action tokens trained on
+            adv = torch.cat([s.advantages for s in sequences])
+            stats.extra |= {
+                "adv_mean": float(adv.mean()),
+                "adv_std": float(adv.std()) if adv.numel() > 1 else 0.0,
+                "adv_abs_max": float(adv.abs().max()) if adv.numel() else 0.0,
+                "adv_zero_frac": float((adv == 0).float().mean()) if adv.numel() else 0.0,
+            }
         temperature = cfg.temperature if cfg.temperature > 0 else 1.0
         with self._training():
             old: list[torch.Tensor] = []
@@ -216,7 +224,7 @@ class Trainer:
                 def ppo(
                     seq: Sequence, count: int, olds: dict[int, torch.Tensor] = olds, collected: list = collected
                 ) -> torch.Tensor:
-                    logp = action_logprobs(self.model, seq, temperature)
+                    logp, entropy = action_scores(self.model, seq, temperature)
                     before = olds.get(id(seq), logp.detach())
                     ref = None
                     if self.reference is not None:
@@ -233,14 +241,14 @@ class Trainer:
                         config=self.loss_config,
                         token_count=count,
                     )
-                    collected.append(info | {"weight": float(seq.tokens)})
+                    collected.append(info | {"weight": float(seq.tokens), "entropy": float(entropy.mean())})
                     return loss
 
                 loss, tokens = self._step(chunk, ppo)
                 stats.loss += loss
                 stats.tokens += tokens
                 assert stats.extra is not None
-                for key in ("clip_frac_low", "clip_frac_high", "ratio_mean", "ratio_dev", "kl", "tis_mean"):
+                for key in ("clip_frac_low", "clip_frac_high", "ratio_mean", "ratio_dev", "kl", "tis_mean", "entropy"):
                     values = [(c.get(key, 0.0), c["weight"]) for c in collected]
                     total = sum(w for _, w in values)
                     if total:

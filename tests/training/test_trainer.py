@@ -15,7 +15,7 @@ from sparring.envs.core import Episode, Turn
 from sparring.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from sparring.training.config import TrainConfig, load_config, presets
 from sparring.training.game import ReplayBuffer, Rollout, end_reason
-from sparring.training.sequences import action_logprobs, to_sequence
+from sparring.training.sequences import action_logprobs, action_scores, to_sequence
 from sparring.training.trainer import Trainer
 from tests.training.conftest import tiny_model
 
@@ -53,9 +53,26 @@ def test_an_update_moves_probability_toward_the_better_episode_and_syncs_the_gen
     after = (_logprob(trainer, good), _logprob(trainer, bad))
     assert stats.sequences == 2 and stats.tokens == 6
     assert after[0] > before[0] and after[1] < before[1]
+    extra = stats.extra or {}
+    # group of two, rewards 1 and 0, no std scaling: token advantages +0.5 and -0.5 on 3 tokens each
+    assert extra["adv_mean"] == pytest.approx(0.0) and extra["adv_abs_max"] == pytest.approx(0.5)
+    assert extra["adv_zero_frac"] == 0.0
+    assert 0.0 < extra["entropy"] <= float(np.log(trainer.model.config.vocab_size)) + 1e-4
     assert trainer.generator.weights_version == 1  # the generator now samples from the new weights
     generated_after = trainer.generator.logprobs([prompt + [5, 6, 7]], [4])[0]
     assert sum(generated_after) > sum(generated_before)
+
+
+def test_action_scores_entropy_matches_the_distribution(smol_tokenizer: Any, tmp_path: Path) -> None:
+    """The entropy metric is -Σ p log p of the next-token distribution at each action position."""
+    trainer = _trainer(smol_tokenizer, tmp_path)
+    seq = to_sequence(_episode([1, 2, 3, 4], [5, 6, 7]))
+    with torch.no_grad():
+        logp, entropy = action_scores(trainer.model, seq, temperature=0.7)
+        logits = trainer.model(input_ids=seq.input_ids.unsqueeze(0)).logits[0, seq.targets - 1].float() / 0.7
+    dist = torch.distributions.Categorical(logits=logits)
+    assert torch.allclose(entropy, dist.entropy(), atol=1e-4)
+    assert torch.allclose(logp, dist.log_prob(seq.input_ids[seq.targets]), atol=1e-4)
 
 
 def test_equal_rewards_are_no_signal_and_are_dropped(smol_tokenizer: Any, tmp_path: Path) -> None:
