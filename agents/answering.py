@@ -16,7 +16,16 @@ from sparring.agents.generation import Generator, SamplingParams
 from sparring.envs.search.validation import AnswerFn, JudgeFn
 from sparring.http import HTTPPolicy, JSONClient
 
-__all__ = ["ChatFn", "generator_answer_fn", "generator_chat_fn", "openai_answer_fn", "openai_judge_fn"]
+__all__ = [
+    "ANSWER_PREFILL",
+    "ANSWER_STOP",
+    "ChatFn",
+    "chat_prompt_ids",
+    "generator_answer_fn",
+    "generator_chat_fn",
+    "openai_answer_fn",
+    "openai_judge_fn",
+]
 
 #: ``chat_fn(conversations) -> texts``: the next assistant message of each conversation.
 ChatFn = Callable[[list[list[dict[str, Any]]]], list[str]]
@@ -35,19 +44,26 @@ def generator_chat_fn(
     def chat(conversations: list[list[dict[str, Any]]]) -> list[str]:
         if not isinstance(generator, Generator):
             return [g.text for g in generator.chat(conversations, sampling)]
-        start = generator.tokenizer.encode(prefill, add_special_tokens=False) if prefill else []
-        prompts = []
-        for conversation in conversations:
-            ids = generator.tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=True)
-            prompts.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids) + start)
+        prompts = [chat_prompt_ids(generator.tokenizer, conversation, prefill) for conversation in conversations]
         return [prefill + g.text for g in generator.generate(prompts, sampling)]
 
     return chat
 
 
+def chat_prompt_ids(tokenizer: Any, conversation: list[dict[str, Any]], prefill: str = "") -> list[int]:
+    """The token ids a :func:`generator_chat_fn` prompts with: the chat template, then ``prefill``'s tokens."""
+    ids = tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=True)
+    start = tokenizer.encode(prefill, add_special_tokens=False) if prefill else []
+    return list(ids["input_ids"] if hasattr(ids, "keys") else ids) + start
+
+
+#: What an answer function's model is prompted with after the chat template, and what ends its answer.
+ANSWER_PREFILL, ANSWER_STOP = "<answer>", "</answer>"
+
+
 def generator_answer_fn(generator: Any, max_new_tokens: int = 24) -> AnswerFn:
     """An :data:`~sparring.envs.search.validation.AnswerFn` over a generator: each prompt is one user message."""
-    chat = generator_chat_fn(generator, max_new_tokens, stop=("</answer>",), prefill="<answer>")
+    chat = generator_chat_fn(generator, max_new_tokens, stop=(ANSWER_STOP,), prefill=ANSWER_PREFILL)
 
     def answer(prompts: list[str]) -> list[str]:
         return chat([[{"role": "user", "content": p}] for p in prompts])

@@ -111,6 +111,9 @@ class TrainConfig:
     """Begin with supervised training on successful episodes of the scripted agents."""
     warm_start_episodes: int = 48
     """Scripted episodes played per game and role for the warm start."""
+    warm_start_validator_demos: int = 16
+    """RAG validation demonstrations (search game: the evidence and the seed answer) in the warm start,
+    at most; each is a 2-3k-token prompt, so they cost more than the rest."""
     warm_start_epochs: int = 2
     """Passes over the warm-start demonstrations."""
     warm_start_lr: float = 5e-5

@@ -23,7 +23,7 @@ from sparring.envs.core import Episode
 from sparring.training.config import TrainConfig
 from sparring.training.game import GAMES, end_reason, solved
 
-__all__ = ["DemoStats", "demonstrations", "tokenize_episode"]
+__all__ = ["DemoStats", "demonstrations", "tokenize_episode", "validator_demonstrations"]
 
 
 @dataclass
@@ -54,6 +54,42 @@ def tokenize_episode(chat: ChatFormat, episode: Episode, tools: list[dict[str, A
             text = chat.observation_text(turn.observation, action_closed_by=None)
             append_tokens(episode, chat.encode(text), t + 1, action=False)
     return episode
+
+
+def validator_demonstrations(tokenizer: Any, proposer_episodes: list[Episode]) -> list[Episode]:
+    """RAG validation demonstrations from search proposer episodes: the evidence, and the seed answer.
+
+    In the search game the policy itself validates a proposal (SSP): shown the documents the
+    proposer retrieved and a few distractors, without search, it must answer the seed answer. An
+    untrained small model copies the prompt's example answer instead (SmolLM2-135M: 110 of 160
+    demonstrated proposals), so no proposal is valid and the proposer gets no signal. Each
+    proposal that reached validation with its seed answer in a retrieved document becomes one
+    demonstration, whatever the untrained validator said: the validation prompt as
+    :func:`~sparring.agents.answering.generator_answer_fn` tokenises it (documents in the same
+    shuffled order) and the seed answer as the action.
+    """
+    from sparring.agents.answering import ANSWER_PREFILL, ANSWER_STOP, chat_prompt_ids
+    from sparring.envs.search.scoring import answer_in_text
+    from sparring.envs.search.validation import PolicyValidator, Proposal, rag_prompt
+
+    order = PolicyValidator(lambda prompts: [])  # its evidence order only; it answers nothing here
+    demos = []
+    for ep in proposer_episodes:
+        o = ep.outcome
+        question, answer = o.get("question"), o.get("answer")
+        if ep.error or "validator_answer" not in o or not question or not isinstance(answer, str):
+            continue  # never reached validation (filtered, or no question)
+        documents, noise = list(o.get("documents") or []), list(o.get("noise") or [])
+        if not any(answer_in_text(answer, str(d.get("contents", ""))) for d in documents):
+            continue  # not grounded: the evidence does not hold the answer
+        prompt = rag_prompt(question, order.evidence(Proposal(question, answer, documents, noise)))
+        demo = Episode(env_id="rag-validation", role="validator", domain="search", task_id=ep.task_id, task={},
+                       prompt=prompt)  # fmt: skip
+        append_tokens(demo, chat_prompt_ids(tokenizer, [{"role": "user", "content": prompt}], ANSWER_PREFILL), -1,
+                      action=False)  # fmt: skip
+        append_tokens(demo, tokenizer.encode(answer + ANSWER_STOP, add_special_tokens=False), 0, action=True)
+        demos.append(demo)
+    return demos
 
 
 def _proposal_ok(episode: Episode) -> bool:
@@ -141,4 +177,9 @@ def demonstrations(
                 why[reason] = why.get(reason, 0) + 1
         stats.failed[f"{domain}/{role}"] = why
         kept += good
+        if (domain, role) == ("search", "proposer"):
+            rag = validator_demonstrations(policy.tokenizer, played)[: max(0, config.warm_start_validator_demos)]
+            stats.played["search/validator"] = sum("validator_answer" in ep.outcome for ep in played)
+            stats.kept["search/validator"] = len(rag)
+            kept += rag
     return kept, stats

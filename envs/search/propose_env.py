@@ -185,6 +185,7 @@ class SearchProposeEnv(SearchToolEnv):
         verdict = validate_safely(self.validator, [proposal])[0]
         self.noise_pool.add(proposal.documents)
         outcome.update(valid=verdict.valid, reasons=verdict.reasons, validator_answer=verdict.answer)
+        outcome["noise"] = proposal.noise  # with "documents": the evidence validation showed, to replay it
         if not verdict.valid:
             return outcome, proposer_reward(None, valid=False, rewards=self.rewards)
         if self.solve_rate_fn is None:

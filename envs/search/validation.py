@@ -171,7 +171,8 @@ class PolicyValidator:
         self.judge = judge
         self.shuffle_seed = shuffle_seed
 
-    def _documents(self, proposal: Proposal) -> list[dict[str, Any]]:
+    def evidence(self, proposal: Proposal) -> list[dict[str, Any]]:
+        """The documents the answering model is shown, in their shuffled order."""
         import random
 
         docs = list(proposal.documents) + list(proposal.noise)
@@ -180,7 +181,7 @@ class PolicyValidator:
 
     def validate(self, proposals: Sequence[Proposal]) -> list[Verdict]:
         """Ask the model every question at once, then grade each answer."""
-        prompts = [rag_prompt(p.question, self._documents(p)) for p in proposals]
+        prompts = [rag_prompt(p.question, self.evidence(p)) for p in proposals]
         outputs = self.answer_fn(prompts)
         verdicts = []
         for proposal, output in zip(proposals, outputs, strict=True):
