@@ -3,7 +3,8 @@
 A model that cannot yet call a tool (SmolLM2-135M: 0 of 100 held-out search episodes) gets every
 reward equal and learns nothing from RL, so training begins with supervised learning on episodes
 the project's scripted agents (:mod:`sparring.agents.demonstrators`) played through the same envs.
-Only episodes that succeeded are kept (solver: solved; proposer: a valid proposal), and each is
+Only episodes that succeeded are kept (solver: solved; proposer: a proposal that passes the filters
+with its seed answer in a retrieved document; validator: see :func:`validator_demonstrations`), and each is
 tokenised exactly as the runner tokenises a policy's episode (the chat template once, then the
 actions and the template's deltas), so the loss sees the policy's own token format. The
 demonstrations are made at run time, never stored in the repository.
@@ -115,9 +116,12 @@ def _plans(config: TrainConfig, policy: Any) -> list[tuple[str, str, str, Callab
     if "search" in config.games:
         game = GAMES["search"]
         plans.append(("search", "solver", game.solver_env, lambda spec: DefinitionSearchAgent(), {}, solved))
-        kwargs = game.proposer_kwargs(policy, config)
+        # validated by grounding (the seed answer in a retrieved document), not by the policy: the model
+        # the warm start begins from cannot answer yet (untrained SmolLM2 copied the prompt's example for
+        # 110 of 160 demonstrated proposals, leaving 6 proposer demonstrations); the validator
+        # demonstrations made from these proposals teach it to
         plans.append(
-            ("search", "proposer", game.proposer_env, lambda spec: DefinitionProposerAgent(), kwargs, _proposal_ok)
+            ("search", "proposer", game.proposer_env, lambda spec: DefinitionProposerAgent(), {}, _proposal_ok)
         )
     if "swe" in config.games:
         game = GAMES["swe"]
@@ -139,8 +143,7 @@ def demonstrations(
 
     Args:
         config: The run's settings (games, turn limits, ``warm_start_episodes``).
-        policy: The generator, whose tokenizer and chat template the demonstrations are written in
-            (and which validates search proposals, as in self-play).
+        policy: The generator, whose tokenizer and chat template the demonstrations are written in.
         rng: Draws the tasks.
         episodes: Episodes per role (default ``config.warm_start_episodes``; SWE roles play a quarter:
             each costs container time).
