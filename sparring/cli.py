@@ -151,7 +151,7 @@ def main() -> None:
 
 def _is_usage_error(exc: BaseException) -> bool:
     """Whether ``exc`` is a click-style error that prints its own one-line message (bad option, no such command)."""
-    classes = []
+    classes: list[type[BaseException]] = []
     try:
         import click
 

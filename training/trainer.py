@@ -200,10 +200,11 @@ class Trainer:
         sequences = [
             to_sequence(r.episode, list(a), weight.get(r.role, 1.0)) for r, a in zip(kept, advantages, strict=True)
         ]
-        stats = UpdateStats(dropped_zero_variance=dropped, sequences=len(sequences), extra={})
+        extra: dict[str, float] = {}
+        stats = UpdateStats(dropped_zero_variance=dropped, sequences=len(sequences), extra=extra)
         if sequences:  # the token advantages A^O + λ·A^T on the action tokens trained on
             adv = torch.cat([s.advantages for s in sequences])
-            stats.extra |= {
+            extra |= {
                 "adv_mean": float(adv.mean()),
                 "adv_std": float(adv.std()) if adv.numel() > 1 else 0.0,
                 "adv_abs_max": float(adv.abs().max()) if adv.numel() else 0.0,
