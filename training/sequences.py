@@ -66,14 +66,18 @@ def action_logprobs(model: torch.nn.Module, seq: Sequence, temperature: float = 
     ``temperature`` scales the logits as the generator did when sampling, so the ratio to the
     behaviour logprobs compares like with like.
     """
-    return action_scores(model, seq, temperature)[0]
+    return action_scores(model, seq, temperature, entropy=False)[0]
 
 
-def action_scores(model: torch.nn.Module, seq: Sequence, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+def action_scores(
+    model: torch.nn.Module, seq: Sequence, temperature: float = 1.0, entropy: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
     """[N] logprobs of ``seq``'s action tokens, as :func:`action_logprobs`, and [N] the policy's entropy there.
 
     The entropy ``H = -Σ_v p(v) log p(v)`` of the next-token distribution at each action position
-    is computed without grad (a metric: it shows the policy collapsing or staying spread).
+    is computed without grad (a metric: it shows the policy collapsing or staying spread), 256
+    positions at a time so it adds no [N, vocabulary] temporaries; an empty tensor when
+    ``entropy`` is False.
     """
     ids = seq.input_ids.unsqueeze(0).to(_device(model))
     positions = (seq.targets - 1).to(ids.device)  # the position whose logits predict each target
@@ -82,9 +86,11 @@ def action_scores(model: torch.nn.Module, seq: Sequence, temperature: float = 1.
     if temperature and temperature != 1.0:
         logits = logits / temperature
     logprobs = torch.log_softmax(logits, dim=-1)
-    with torch.no_grad():
-        entropy = -(logprobs.exp() * logprobs).sum(-1)
-    return logprobs.gather(-1, ids[0, seq.targets.to(ids.device)].unsqueeze(-1)).squeeze(-1), entropy
+    spread = torch.empty(0)
+    if entropy:
+        with torch.no_grad():
+            spread = torch.cat([-(part.exp() * part).sum(-1) for part in logprobs.detach().split(256)])
+    return logprobs.gather(-1, ids[0, seq.targets.to(ids.device)].unsqueeze(-1)).squeeze(-1), spread
 
 
 def _device(model: torch.nn.Module) -> torch.device:

@@ -32,6 +32,7 @@ from sparring.training.config import TrainConfig
 from sparring.training.credit import outcome_advantages, token_advantages, turn_advantages, zero_variance_groups
 from sparring.training.game import GAMES, ReplayBuffer, Rollout, play_iteration
 from sparring.training.loss import LossConfig, policy_loss
+from sparring.training.memory import release
 from sparring.training.sequences import Sequence, action_logprobs, action_scores, to_sequence
 
 __all__ = ["Trainer", "UpdateStats"]
@@ -145,6 +146,7 @@ class Trainer:
         if self.config.max_grad_norm > 0:
             self.accelerator.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
         self.optimizer.step()
+        release()  # a long sequence's activations and gradients go back to the system, not to a free list
         return total_loss, total_tokens
 
     def supervised(self, episodes: list[Episode], epochs: int, lr: float) -> UpdateStats:
