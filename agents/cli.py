@@ -13,6 +13,8 @@ from typing import Any
 
 import typer
 
+from sparring import print_figures
+
 __all__ = ["register", "requirements"]
 
 
@@ -108,11 +110,7 @@ def _bench_rollout(
         engine=engine,
         pairs=pairs,
     )
-    if as_json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key:>28}: {value}")
+    print_figures(result, as_json)
 
 
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:

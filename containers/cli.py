@@ -6,12 +6,11 @@ setup and doctor "docker engine" and "base image".
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 import typer
 
-from sparring import SparringError
+from sparring import SparringError, print_figures
 
 if TYPE_CHECKING:
     from sparring.requirement import Requirement
@@ -81,8 +80,4 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         if rounds < 5:
             raise SparringError("--rounds must be at least 5 for a meaningful median.")
         figures = run_sandbox_bench(rounds=rounds)
-        if as_json:
-            print(json.dumps(figures))
-        else:
-            for key, value in figures.items():
-                print(f"{key:28s} {value}")
+        print_figures(figures, as_json)

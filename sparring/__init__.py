@@ -23,6 +23,7 @@ __all__ = [
     "SparringError",
     "__version__",
     "bench_machine",
+    "print_figures",
     "register_envs",
     "sparring_home",
 ]
@@ -71,6 +72,18 @@ def bench_machine() -> dict[str, object]:
         "load_avg_1m": round(os.getloadavg()[0], 2),
         "python": platform.python_version(),
     }
+
+
+def print_figures(figures: dict[str, object], as_json: bool) -> None:
+    """How a ``sparring bench`` command prints its figures: one JSON object, or a ``key: value`` line each."""
+    if as_json:
+        import json
+
+        print(json.dumps(figures))
+        return
+    width = max((len(key) for key in figures), default=0)
+    for key, value in figures.items():
+        print(f"{key:>{width}}: {value}")
 
 
 def register_envs() -> None:

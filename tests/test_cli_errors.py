@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -52,3 +53,12 @@ def test_a_missing_command_module_fails_loudly(monkeypatch: pytest.MonkeyPatch) 
         cli._modules()
     monkeypatch.undo()
     assert len(cli._modules()) == len(cli.COMMAND_MODULES)  # every listed module exists
+
+
+def test_bench_figures_print_as_one_json_object_or_aligned_lines(capsys):
+    from sparring import print_figures
+
+    print_figures({"ratio": 2.35, "repo": "parse"}, as_json=True)
+    assert json.loads(capsys.readouterr().out) == {"ratio": 2.35, "repo": "parse"}
+    print_figures({"ratio": 2.35, "repo": "parse"}, as_json=False)
+    assert capsys.readouterr().out.splitlines() == ["ratio: 2.35", " repo: parse"]

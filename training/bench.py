@@ -35,7 +35,7 @@ from typing import Any
 
 import typer
 
-from sparring import SparringError, bench_machine
+from sparring import SparringError, bench_machine, print_figures
 
 __all__ = ["bench_command", "bench_train"]
 
@@ -403,7 +403,6 @@ def bench_command(
     ),
 ) -> None:
     """Seconds per iteration of our trainer and of TRL's GRPO on the same solver env, model and budget."""
-    import json
 
     result = bench_train(
         model=model,
@@ -417,8 +416,4 @@ def bench_command(
         seed=seed,
         checkpointing=checkpointing,
     )
-    if as_json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key:>34}: {value}")
+    print_figures(result, as_json)

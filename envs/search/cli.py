@@ -12,7 +12,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from sparring import SparringError
+from sparring import SparringError, print_figures
 from sparring.envs.search.corpus import DEFAULT_CORPUS, corpus_dir
 
 __all__ = ["register", "requirements"]
@@ -112,11 +112,7 @@ def _bench_retrieval(
     from sparring.envs.search.bench import bench_retrieval
 
     result = bench_retrieval(corpus, queries=queries, rank_bm25_queries=rank_bm25_queries)
-    if as_json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            console.print(f"{key:>24}: {value}")
+    print_figures(result, as_json)
 
 
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:

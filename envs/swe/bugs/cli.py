@@ -11,6 +11,8 @@ from pathlib import Path
 
 import typer
 
+from sparring import print_figures
+
 #: Repository and size of the store setup builds (a single small test file: cheap to validate).
 DEMO_REPO = "inflection"
 DEMO_BUGS = 3
@@ -100,8 +102,4 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         from sparring.envs.swe.bench import bench_validate
 
         figures = bench_validate(repo or None, n, keep_bugs=keep_bugs)
-        if as_json:
-            print(json.dumps(figures))
-        else:
-            for key, value in figures.items():
-                print(f"{key}: {value}")
+        print_figures(figures, as_json)
