@@ -28,7 +28,6 @@ memory (``getrusage``) is their own; the first ``warmup`` iterations of each are
 from __future__ import annotations
 
 import os
-import resource
 import sys
 import time
 from typing import Any
@@ -36,17 +35,13 @@ from typing import Any
 import typer
 
 from sparring import SparringError, bench_machine, print_figures
+from sparring.training.memory import peak_rss_gib
 
 __all__ = ["bench_command", "bench_train"]
 
 ENV_ID = "sparring/SearchAnswer-v0"
 #: SmolLM2's own default system line (the ChatML tool template would otherwise name Qwen).
 SYSTEM_PROMPT = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
-
-
-def _peak_rss_gib() -> float:
-    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss is KiB on Linux
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**30
 
 
 def _progress(side: str, index: int, iteration: dict[str, float]) -> None:
@@ -140,7 +135,7 @@ def _run_ours(settings: dict[str, Any]) -> dict[str, Any]:
         )
         _progress("ours", i, iterations[-1])
     shutil.rmtree(out, ignore_errors=True)
-    return {"iterations": iterations, "tasks": tasks, "peak_rss_gib": _peak_rss_gib()}
+    return {"iterations": iterations, "tasks": tasks, "peak_rss_gib": peak_rss_gib()}
 
 
 # ------------------------------------------------------------------------------------- TRL
@@ -258,7 +253,7 @@ def _run_trl(settings: dict[str, Any], tasks: list[list[dict[str, Any]]]) -> dic
     for it, reward, frequency in zip(iterations, rewards, calls, strict=True):
         it["reward_mean"] = float(reward)
         it["tool_calls"] = float(frequency) * episodes
-    return {"iterations": iterations, "peak_rss_gib": _peak_rss_gib()}
+    return {"iterations": iterations, "peak_rss_gib": peak_rss_gib()}
 
 
 # ------------------------------------------------------------------------------------ both

@@ -13,9 +13,10 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import resource
 import sys
 
-__all__ = ["limit_arenas", "release"]
+__all__ = ["limit_arenas", "peak_rss_gib", "release"]
 
 _M_ARENA_MAX = -8  # mallopt parameter of glibc's malloc.h
 
@@ -43,3 +44,9 @@ def release() -> None:
     libc = _libc()
     if libc is not None:
         libc.malloc_trim(0)
+
+
+def peak_rss_gib() -> float:
+    """Peak resident memory of this process so far, in GiB (``ru_maxrss`` is KiB on Linux, bytes on macOS)."""
+    scale = 1 if sys.platform == "darwin" else 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**30

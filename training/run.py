@@ -8,8 +8,6 @@ the run folder's latest checkpoint, so a crash loses at most the iteration in fl
 
 from __future__ import annotations
 
-import resource
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,17 +19,11 @@ from sparring import SparringError
 from sparring.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from sparring.training.config import TrainConfig
 from sparring.training.demos import demonstrations
-from sparring.training.memory import limit_arenas, release
+from sparring.training.memory import limit_arenas, peak_rss_gib, release
 from sparring.training.metrics import MetricsLog, plot, read_log, summary_table
 from sparring.training.trainer import Trainer, UpdateStats
 
 __all__ = ["run_training"]
-
-
-def _peak_rss_gib() -> float:
-    """Peak resident memory of this process so far, in GiB (ru_maxrss is KiB on Linux)."""
-    scale = 1 if sys.platform == "darwin" else 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**30
 
 
 def _update_metrics(prefix: str, stats: UpdateStats) -> dict[str, float]:
@@ -68,7 +60,7 @@ def warm_start(trainer: Trainer, console: Console, metrics: MetricsLog) -> None:
     else:
         console.print("[yellow]warm start: no scripted episode succeeded; self-play starts from the model as it is[/]")
     trainer.warm_started = True
-    metrics.log(0, trainer.reduce(values) | {"memory/peak_rss_gib": _peak_rss_gib()})
+    metrics.log(0, trainer.reduce(values) | {"memory/peak_rss_gib": peak_rss_gib()})
 
 
 def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | None = None) -> dict[str, Any]:
@@ -132,7 +124,7 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
                 for game in config.games:
                     if key.startswith(f"{game}/update/"):
                         values.setdefault(key.replace(f"{game}/", "", 1), values[key])
-            values["memory/peak_rss_gib"] = _peak_rss_gib()
+            values["memory/peak_rss_gib"] = peak_rss_gib()
             values["weights_version"] = trainer.generator.weights_version
             trainer.iteration += 1
             metrics.log(trainer.iteration, trainer.reduce(values))
