@@ -52,6 +52,7 @@ from sparring.envs.swe.integrity import (
 from sparring.envs.swe.repos.sdists import TEST_FILE  # the catalog's own notion of a test file
 from sparring.envs.swe.runs import (
     BUGGY,
+    MAX_TARGET_IDS,
     REPAIRED,
     WEAKENED,
     RepoState,
@@ -89,9 +90,6 @@ CHECKS = (
 MAX_ARTIFACT_BYTES = 1 << 20
 #: Test files an artifact may list at most.
 MAX_TEST_FILES = 64
-#: Failing tests re-run by node id at most; with more, the re-runs run the test files (pytest resolves
-#: node ids one by one: 98 ids of inflection took longer than its whole 455-test file).
-MAX_RERUN_IDS = 40
 
 #: A test path the harness runs: plain characters, relative, no ``..`` (the harness's own rule, for files).
 _PLAIN_PATH = re.compile(r"^[\w.+@-][\w./+@-]*$")
@@ -314,9 +312,12 @@ def _run_states(
     deferred = 1 + max(0, config.reruns - 1)
     with ThreadPoolExecutor(max_workers=max(1, config.parallel) + deferred) as ex:
 
+        def by_id(ids: list[str]) -> list[str]:
+            """What a re-run runs: those node ids, or ``[]`` (the test files) when there are too many."""
+            return ids if len(ids) <= MAX_TARGET_IDS else []
+
         def rerun(k: int, targets: list[str] | None) -> None:
-            few = targets if targets and len(targets) <= MAX_RERUN_IDS else None
-            kw: dict[str, Any] = {"targets": few, "wait": spacing}
+            kw: dict[str, Any] = {"targets": by_id(targets or []), "wait": spacing}
             with lock:
                 seed = seeds[k - 1]
                 futures[f"rerun:{k}"] = ex.submit(harness_state, pool, artifact, BUGGY, hash_seed=seed, **kw, **common)
@@ -328,28 +329,24 @@ def _run_states(
             first_run[0] = first
             known.set()
 
-        def failing_ids() -> tuple[bool, list[str]]:
-            """Whether the first run counts, and what it did not pass (``[]`` also when too many to name)."""
+        def failing() -> list[str] | None:
+            """What the buggy code's first run did not pass, once it ended; None when it did not count."""
             known.wait()
             first = first_run[0]
-            if first is None or first.status not in HONEST_STATUSES:
-                return False, []
-            bad = not_passed(first)
-            return True, bad if len(bad) <= MAX_RERUN_IDS else []
+            return not_passed(first) if first is not None and first.status in HONEST_STATUSES else None
 
         def rerun_targets() -> list[str] | None:
             """The failing tests (or the test files) to run again; None: the first run shows none to re-run."""
-            honest, bad = failing_ids()
-            first = first_run[0]
-            return bad if honest and first is not None and not_passed(first) else None
+            bad = failing()
+            return by_id(bad) if bad else None
 
         def weakened_targets() -> list[str] | None:
             """Check 6 asks only whether failing tests pass once weakened: those (or the test files).
 
             None: the first run did not count, so check 5 refuses before check 6 reads this run.
             """
-            honest, bad = failing_ids()
-            return bad if honest else None
+            bad = failing()
+            return None if bad is None else by_id(bad)
 
         # the longest chains first: each of these runs again in its container, and may run the script there
         buggy: dict[str, Any] = {"again": seeds[:1], "again_failing": True, "wait": spacing, "with_script": script}
