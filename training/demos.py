@@ -71,9 +71,8 @@ def validator_demonstrations(tokenizer: Any, proposer_episodes: list[Episode]) -
     """
     from sparring.agents.answering import ANSWER_PREFILL, ANSWER_STOP, chat_prompt_ids
     from sparring.envs.search.scoring import answer_in_text
-    from sparring.envs.search.validation import PolicyValidator, Proposal, rag_prompt
+    from sparring.envs.search.validation import Proposal, validation_prompt
 
-    order = PolicyValidator(lambda prompts: [])  # its evidence order only; it answers nothing here
     demos = []
     for ep in proposer_episodes:
         o = ep.outcome
@@ -83,7 +82,7 @@ def validator_demonstrations(tokenizer: Any, proposer_episodes: list[Episode]) -
         documents, noise = list(o.get("documents") or []), list(o.get("noise") or [])
         if not any(answer_in_text(answer, str(d.get("contents", ""))) for d in documents):
             continue  # not grounded: the evidence does not hold the answer
-        prompt = rag_prompt(question, order.evidence(Proposal(question, answer, documents, noise)))
+        prompt = validation_prompt(Proposal(question, answer, documents, noise))
         demo = Episode(env_id="rag-validation", role="validator", domain="search", task_id=ep.task_id, task={},
                        prompt=prompt)  # fmt: skip
         append_tokens(demo, chat_prompt_ids(tokenizer, [{"role": "user", "content": prompt}], ANSWER_PREFILL), -1,

@@ -41,6 +41,7 @@ __all__ = [
     "extract_answer",
     "rag_prompt",
     "validate_safely",
+    "validation_prompt",
 ]
 
 #: ``answer_fn(prompts) -> answers``: one model output per prompt, in order.
@@ -143,6 +144,19 @@ def rag_prompt(question: str, documents: Sequence[dict[str, Any]]) -> str:
     )
 
 
+def validation_prompt(proposal: Proposal, shuffle_seed: int = 0) -> str:
+    """What a :class:`PolicyValidator` asks: :func:`rag_prompt` over the proposal's documents and noise, shuffled.
+
+    The order is seeded by ``shuffle_seed`` and the question, so the gold document's position does
+    not leak and the same proposal always reads the same.
+    """
+    import random
+
+    docs = list(proposal.documents) + list(proposal.noise)
+    random.Random(f"{shuffle_seed}:{proposal.question}").shuffle(docs)
+    return rag_prompt(proposal.question, docs)
+
+
 def extract_answer(output: str) -> str:
     """The text inside ``<answer>…</answer>``, else the first non-empty line after ``<answer>`` (or of the output).
 
@@ -171,17 +185,9 @@ class PolicyValidator:
         self.judge = judge
         self.shuffle_seed = shuffle_seed
 
-    def evidence(self, proposal: Proposal) -> list[dict[str, Any]]:
-        """The documents the answering model is shown, in their shuffled order."""
-        import random
-
-        docs = list(proposal.documents) + list(proposal.noise)
-        random.Random(f"{self.shuffle_seed}:{proposal.question}").shuffle(docs)  # position must not leak
-        return docs
-
     def validate(self, proposals: Sequence[Proposal]) -> list[Verdict]:
         """Ask the model every question at once, then grade each answer."""
-        prompts = [rag_prompt(p.question, self.evidence(p)) for p in proposals]
+        prompts = [validation_prompt(p, self.shuffle_seed) for p in proposals]
         outputs = self.answer_fn(prompts)
         verdicts = []
         for proposal, output in zip(proposals, outputs, strict=True):
