@@ -93,5 +93,3 @@ def engine_errors(what: str) -> Iterator[None]:
             f"{what} failed because the Docker engine answered: {why}; check `sparring doctor`, the engine's free "
             f"disk space (`docker system df`) and its log ({dockerd_log()} when setup started it), then retry."
         ) from None
-
-

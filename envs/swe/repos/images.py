@@ -179,6 +179,7 @@ def _recipe() -> str:
 
 def _base_image_id() -> str:
     from sparring.containers.base_image import BASE_IMAGE, base_image_status
+
     ok, detail = base_image_status()
     if not ok:
         raise SparringError(f"the base image is not ready ({detail}); run `sparring build base` first.")
