@@ -13,7 +13,9 @@ a training checkpoint          the HF folder inside it: ``RUN/checkpoints/iter-N
 ``vllm:MODEL``                 vLLM in this process (GPU)
 ``scripted:NAME``              a scripted agent: ``oracle`` (plays the known fix or the gold
                                answer), ``do-nothing`` (ends at once), ``retrieval-floor``
-                               (search only: answers the top document's title)
+                               (search only: answers the top document's title),
+                               ``definition-search`` (the same, searching the question's
+                               quoted definition: the warm start's search teacher)
 =============================  ===========================================================
 
 Example:
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from sparring import SparringError
+from sparring.agents.demonstrators import DefinitionSearchAgent
 from sparring.agents.scripted import Agent, DoNothingAgent, OracleAgent, RetrievalFloorAgent
 
 __all__ = ["SCRIPTED", "ModelSpec", "checkpoint_model_dir", "load_policy", "parse_spec", "probe_endpoint"]
@@ -40,6 +43,7 @@ SCRIPTED: dict[str, tuple[type, frozenset[str]]] = {
     "oracle": (OracleAgent, frozenset({"swe", "search"})),
     "do-nothing": (DoNothingAgent, frozenset({"swe", "search"})),
     "retrieval-floor": (RetrievalFloorAgent, frozenset({"search"})),
+    "definition-search": (DefinitionSearchAgent, frozenset({"search"})),
 }
 
 _FORMS = (
@@ -69,18 +73,23 @@ def checkpoint_model_dir(path: Path) -> Path | None:
     Accepts a folder with ``config.json``, a checkpoint (``iter-N/model``), a checkpoints folder
     or a run folder (its ``latest`` pointer, else the highest ``iter-N`` with a model).
     """
-    if (path / "config.json").is_file():
-        return path
-    if (path / "model" / "config.json").is_file():
-        return path / "model"
+    for folder in (path, path / "model"):  # a checkpoint's own config.json is the training config, not a model's
+        if _holds_model(folder):
+            return folder
     for root in (path / "checkpoints", path):
         pointer = root / "latest"
-        if pointer.is_file() and (root / pointer.read_text().strip() / "model" / "config.json").is_file():
+        if pointer.is_file() and _holds_model(root / pointer.read_text().strip() / "model"):
             return root / pointer.read_text().strip() / "model"
-        done = sorted(p for p in root.glob("iter-*") if (p / "model" / "config.json").is_file())
+        done = sorted(p for p in root.glob("iter-*") if _holds_model(p / "model"))
         if done:
             return done[-1] / "model"
     return None
+
+
+def _holds_model(folder: Path) -> bool:
+    """``folder`` holds an HF model: its ``config.json`` and weights."""
+    weights = ("*.safetensors", "*.bin", "*.safetensors.index.json", "*.bin.index.json")
+    return (folder / "config.json").is_file() and any(any(folder.glob(w)) for w in weights)
 
 
 def parse_spec(text: str) -> ModelSpec:

@@ -57,9 +57,11 @@ def test_every_spec_form_parses() -> None:
 
 def test_a_checkpoint_folder_resolves_to_its_model(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    for step in ("iter-000002", "iter-000010"):
+    for step in ("iter-000002", "iter-000010"):  # laid out as training/checkpoint.py writes them
         (run / "checkpoints" / step / "model").mkdir(parents=True)
         (run / "checkpoints" / step / "model" / "config.json").write_text("{}")
+        (run / "checkpoints" / step / "model" / "model.safetensors").write_bytes(b"")
+        (run / "checkpoints" / step / "config.json").write_text('{"iterations": 10}')  # the training config
     newest = run / "checkpoints" / "iter-000010" / "model"
     assert checkpoint_model_dir(run) == newest  # a run folder: its newest checkpoint
     (run / "checkpoints" / "latest").write_text("iter-000002\n")
