@@ -25,9 +25,13 @@ from sparring.training.config import to_dict
 if TYPE_CHECKING:
     from sparring.training.trainer import Trainer
 
-__all__ = ["latest_checkpoint", "load_checkpoint", "save_checkpoint"]
+__all__ = ["WARM_START", "latest_checkpoint", "load_checkpoint", "save_checkpoint"]
 
 STATE = "trainer_state.pt"
+
+
+#: The checkpoint the warm start saves (iteration 0); rotation keeps it.
+WARM_START = "iter-000000"
 
 
 def _root(out: Path) -> Path:
@@ -44,7 +48,11 @@ def latest_checkpoint(out: str | Path) -> Path | None:
 
 
 def save_checkpoint(trainer: Trainer, keep: int = 2) -> Path | None:
-    """Write the trainer's state (rank 0 writes; every rank waits for it); returns the folder."""
+    """Write the trainer's state (rank 0 writes; every rank waits for it); returns the folder.
+
+    The ``keep`` newest checkpoints stay, and the warm start's (``iter-000000``) always: evaluating
+    the policy before and after self-play needs both.
+    """
     acc = trainer.accelerator
     acc.wait_for_everyone()
     folder = _root(trainer.out) / f"iter-{trainer.iteration:06d}"
@@ -76,6 +84,7 @@ def save_checkpoint(trainer: Trainer, keep: int = 2) -> Path | None:
         tmp.write_text(folder.name)
         os.replace(tmp, pointer)
         done = sorted(p for p in _root(trainer.out).glob("iter-*") if p.is_dir() and not p.name.endswith(".saving"))
+        done = [p for p in done if p.name != WARM_START]  # the policy before self-play: the baseline of its evaluation
         for old in done[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
     acc.wait_for_everyone()

@@ -81,8 +81,6 @@ class TrainConfig:
     """AdamW weight decay."""
     max_grad_norm: float = 1.0
     """Gradient clipping norm."""
-    micro_batch_tokens: int = 4096
-    """Tokens per forward/backward pass; an update accumulates gradients over its micro-batches."""
     updates_per_iteration: int = 1
     """Optimizer steps per iteration (the iteration's episodes split into this many mini-batches)."""
     gamma: float = 1.0
@@ -110,14 +108,25 @@ class TrainConfig:
     warm_start: bool = True
     """Begin with supervised training on successful episodes of the scripted agents."""
     warm_start_episodes: int = 48
-    """Scripted episodes played per game and role for the warm start."""
+    """Scripted solver episodes played per game for the warm start (SWE plays a quarter: container time)."""
+    warm_start_proposer_episodes: int | None = None
+    """Scripted proposer episodes played per game (None: as many as ``warm_start_episodes``). A search
+    proposer episode is 3-5 times as long as a solver one, so fewer leave the warm start's time to the
+    solver."""
     warm_start_validator_demos: int = 16
     """RAG validation demonstrations (search game: the evidence and the seed answer) in the warm start,
     at most; each is a 2-3k-token prompt, so they cost more than the rest."""
     warm_start_epochs: int = 2
     """Passes over the warm-start demonstrations."""
+    warm_start_batch: int = 8
+    """Demonstrations per optimizer step of the warm start: each goes through its own forward and backward
+    pass and their gradients accumulate; the loss is the mean over their action tokens."""
     warm_start_lr: float = 5e-5
     """Learning rate of the warm start."""
+    warm_start_bf16: bool = False
+    """Autocast the warm start's forward and backward passes to bfloat16 (CPUs with avx512_bf16 or AMX:
+    about a third faster). Self-play updates keep the generator's precision, so their importance ratios
+    compare like with like."""
     checkpoint_every: int = 1
     """Save a checkpoint every this many iterations (the warm start saves one too)."""
     out: str = "runs/train"
@@ -182,7 +191,8 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
         return hint(value)
     except (TypeError, ValueError):
         name = getattr(hint, "__name__", str(hint))
-        raise SparringError(f"config key {key!r} takes a {name}, not {value!r}.") from None
+        article = "an" if name[:1] in "aeiou" else "a"
+        raise SparringError(f"config key {key!r} takes {article} {name}, not {value!r}.") from None
 
 
 def _apply(config: TrainConfig, values: dict[str, Any], where: str) -> None:
@@ -207,7 +217,7 @@ def _check(config: TrainConfig) -> None:
             raise SparringError(
                 f"config key {key!r} must be one of {', '.join(allowed)}, not {getattr(config, key)!r}."
             )
-    positive = ("iterations", "search_group", "swe_group", "concurrency", "micro_batch_tokens", "updates_per_iteration")
+    positive = ("iterations", "search_group", "swe_group", "concurrency", "warm_start_batch", "updates_per_iteration")
     for key in positive:
         if getattr(config, key) < (0 if key == "iterations" else 1):
             raise SparringError(f"config key {key!r} must be positive, not {getattr(config, key)}.")

@@ -144,8 +144,9 @@ def demonstrations(
         config: The run's settings (games, turn limits, ``warm_start_episodes``).
         policy: The generator, whose tokenizer and chat template the demonstrations are written in.
         rng: Draws the tasks.
-        episodes: Episodes per role (default ``config.warm_start_episodes``; SWE roles play a quarter:
-            each costs container time).
+        episodes: Episodes per role (default: ``config.warm_start_episodes`` for solvers,
+            ``config.warm_start_proposer_episodes`` for proposers; SWE roles play a quarter: each costs
+            container time).
     """
     import gymnasium as gym
 
@@ -153,9 +154,15 @@ def demonstrations(
     stats = DemoStats()
     kept: list[Episode] = []
     n = episodes if episodes is not None else config.warm_start_episodes
+    n_proposer = n if episodes is not None or config.warm_start_proposer_episodes is None else (
+        config.warm_start_proposer_episodes
+    )  # fmt: skip
     for domain, role, env_id, agent, kwargs, ok in _plans(config, policy):
         turns = GAMES[domain].max_turns(config)
-        count = n if domain == "search" else max(1, n // 4)
+        count = n_proposer if role == "proposer" else n
+        if count <= 0:
+            continue
+        count = count if domain == "search" else max(1, count // 4)
 
         def make(env_id: str = env_id, turns: int = turns, kwargs: dict = kwargs) -> Any:
             return gym.make(env_id, max_turns=turns, **kwargs)

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from sparring.agents.generation import SamplingParams
-from sparring.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
+from sparring.agents.runner import AGENT_ERROR, EpisodeRunner, EpisodeSpec, RunnerConfig
 from sparring.envs.core import Episode
 from sparring.training.config import TrainConfig
 
@@ -44,7 +44,7 @@ END_REASONS = ("done", "turn_limit", "timeout", "overlong", "env_error", "agent_
 def end_reason(episode: Episode) -> str:
     """``done``, ``turn_limit``, ``timeout``, ``overlong``, ``env_error`` or ``agent_error``."""
     if episode.error:
-        return "agent_error" if episode.error.startswith("agent:") else "env_error"
+        return "agent_error" if episode.error.startswith(AGENT_ERROR) else "env_error"
     status = episode.outcome.get("status")
     if status == "time_limit":
         return "timeout"

@@ -155,20 +155,30 @@ class Trainer:
         stats = UpdateStats(extra={})
         t0 = time.perf_counter()
         self._set_lr(lr)
-        batch = max(1, self.config.micro_batch_tokens)
+        batch, steps = max(1, self.config.warm_start_batch), 0
+        device = self.accelerator.device.type
+        autocast = (
+            torch.autocast(device, dtype=torch.bfloat16)
+            if self.config.warm_start_bf16 and not self.config.bf16
+            else contextlib.nullcontext()
+        )  # with bf16 on, accelerate autocasts every pass already
         with self._training():
             for epoch in range(epochs):
                 order = self.rng.permutation(len(sequences))
                 for chunk in _chunks([sequences[i] for i in order], batch):
 
                     def nll(seq: Sequence, count: int) -> torch.Tensor:
-                        return -action_logprobs(self.model, seq).sum() / max(1, count)
+                        with autocast:
+                            return -action_logprobs(self.model, seq).sum() / max(1, count)
 
                     loss, tokens = self._step(chunk, nll)
                     stats.loss, stats.tokens = loss, stats.tokens + tokens
+                    steps += 1
                 assert stats.extra is not None
                 stats.extra[f"epoch{epoch}_nll"] = stats.loss
         self._set_lr(self.config.lr)
+        assert stats.extra is not None
+        stats.extra["optimizer_steps"] = steps
         stats.sequences, stats.seconds = len(sequences), time.perf_counter() - t0
         return stats
 
@@ -287,14 +297,6 @@ class Trainer:
         return {k: float(v) for k, v in zip(keys, reduced.tolist(), strict=True)}
 
 
-def _chunks(sequences: list[Sequence], tokens: int) -> list[list[Sequence]]:
-    """Consecutive groups of sequences with at most ``tokens`` action tokens each (at least one sequence)."""
-    chunks: list[list[Sequence]] = [[]]
-    count = 0
-    for seq in sequences:
-        if chunks[-1] and count + seq.tokens > tokens:
-            chunks.append([])
-            count = 0
-        chunks[-1].append(seq)
-        count += seq.tokens
-    return [c for c in chunks if c]
+def _chunks(sequences: list[Sequence], size: int) -> list[list[Sequence]]:
+    """Consecutive groups of ``size`` sequences (the last may be smaller): one optimizer step each."""
+    return [sequences[i : i + size] for i in range(0, len(sequences), size)]

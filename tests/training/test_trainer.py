@@ -63,6 +63,17 @@ def test_an_update_moves_probability_toward_the_better_episode_and_syncs_the_gen
     assert sum(generated_after) > sum(generated_before)
 
 
+def test_the_warm_start_takes_one_optimizer_step_per_batch_of_demonstrations(smol_tokenizer: Any, tmp_path: Path) -> None:
+    """Seven demonstrations in batches of three, two epochs: 3 + 3 steps, and the demonstrated actions gain."""
+    trainer = _trainer(smol_tokenizer, tmp_path, "warm_start_batch=3")
+    demos = [_episode([1, 2, 3, 4], [5 + i, 6, 7]) for i in range(7)]
+    before = sum(_logprob(trainer, ep) for ep in demos)
+    stats = trainer.supervised(demos, epochs=2, lr=1e-3)
+    assert (stats.extra or {})["optimizer_steps"] == 6 and stats.sequences == 7 and stats.tokens == 2 * 7 * 3
+    assert sum(_logprob(trainer, ep) for ep in demos) > before
+    assert trainer.optimizer.param_groups[0]["lr"] == trainer.config.lr  # the run's rate is back for self-play
+
+
 def test_action_scores_entropy_matches_the_distribution(smol_tokenizer: Any, tmp_path: Path) -> None:
     """The entropy metric is -Σ p log p of the next-token distribution at each action position."""
     trainer = _trainer(smol_tokenizer, tmp_path)
@@ -120,6 +131,16 @@ def test_a_checkpoint_restores_weights_optimizer_rng_replay_and_counters(smol_to
     assert fresh.generator.weights_version >= 1  # its generator samples from the loaded weights
 
 
+def test_checkpoint_rotation_keeps_the_newest_and_the_warm_start(smol_tokenizer: Any, tmp_path: Path) -> None:
+    trainer = _trainer(smol_tokenizer, tmp_path)
+    for iteration in range(5):
+        trainer.iteration = iteration
+        save_checkpoint(trainer, keep=2)
+    names = sorted(p.name for p in (trainer.out / "checkpoints").glob("iter-*"))
+    assert names == ["iter-000000", "iter-000003", "iter-000004"]
+    assert latest_checkpoint(trainer.out) == trainer.out / "checkpoints" / "iter-000004"
+
+
 def test_config_presets_overrides_and_errors() -> None:
     assert {"cpu-demo", "cpu-learn", "gpu-1"} <= set(presets())
     config = load_config("cpu-learn", ["iterations=7", "lam=0.25", "games=search", "threads=none", "bf16=false"])
@@ -127,7 +148,7 @@ def test_config_presets_overrides_and_errors() -> None:
     assert load_config(None, []) == TrainConfig()
     for bad, message in [
         (["iteratons=3"], "unknown config key 'iteratons'.*did you mean iterations"),
-        (["iterations=many"], "takes a int"),
+        (["iterations=many"], "takes an int"),
         (["games=chess"], "games must be some of search, swe"),
         (["swe_tasks=all"], "must be one of policy, procedural, mix"),
         (["iterations"], "is not key=value"),
