@@ -83,7 +83,9 @@ class Generation:
     finish_reason: FinishReason = "length"
     """``"stop"``: an end-of-turn token or a stop string ended it; ``"length"``: ``max_new_tokens``."""
     extra: dict[str, Any] = field(default_factory=dict)
-    """Backend-specific details (e.g. the server's request id)."""
+    """Backend-specific details (e.g. the server's request id). ``"error"``: the backend could not
+    generate for this prompt alone (a server refused it, say for its length); the runner ends that
+    episode with an agent error and the others go on."""
 
 
 @runtime_checkable

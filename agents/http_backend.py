@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparring import SparringError
 from sparring.agents.generation import ChatGenerator, Generation, Generator, SamplingParams, row_seed
-from sparring.http import HTTPPolicy, JSONClient
+from sparring.http import HTTPPolicy, JSONClient, ServerRefused
 
 __all__ = ["HTTPChatGenerator", "HTTPGenerator", "connect"]
 
@@ -40,6 +40,11 @@ class _Client(JSONClient):
         if not data:
             raise SparringError(f"the policy server at {self.base_url} lists no model; pass --model.")
         return str(data[0]["id"])
+
+
+def _refused(error: ServerRefused) -> Generation:
+    """An empty generation that fails its episode (the runner reads ``extra["error"]``), the run goes on."""
+    return Generation(token_ids=[], logprobs=[], text="", finish_reason="stop", extra={"error": str(error)})
 
 
 def _token_ids(choice: dict[str, Any]) -> list[int] | None:
@@ -120,10 +125,27 @@ class HTTPGenerator:
         if not prompts:
             return []
         if sampling.seed is None or sampling.greedy or len(prompts) == 1:
-            return self._complete(prompts, sampling)
-        rows = [replace(sampling, seed=row_seed(sampling.seed, i)) for i in range(len(prompts))]
+            try:
+                return self._complete(prompts, sampling)
+            except ServerRefused as e:
+                if not e.request_specific:
+                    raise
+                if len(prompts) == 1:
+                    return [_refused(e)]
+            rows = [sampling] * len(prompts)  # one prompt refused the batch: ask for each alone to find which
+        else:
+            rows = [replace(sampling, seed=row_seed(sampling.seed, i)) for i in range(len(prompts))]
         with ThreadPoolExecutor(max_workers=min(len(prompts), 32)) as pool:
-            return [g for out in pool.map(lambda p, s: self._complete([p], s), prompts, rows) for g in out]
+            return list(pool.map(self._one, prompts, rows))
+
+    def _one(self, prompt: Sequence[int], sampling: SamplingParams) -> Generation:
+        """One prompt alone; a refusal of this prompt (not of the server's URL or model) fails only its episode."""
+        try:
+            return self._complete([prompt], sampling)[0]
+        except ServerRefused as e:
+            if not e.request_specific:
+                raise
+            return _refused(e)
 
     def _complete(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Generation]:
         """One completions request for ``prompts``."""
@@ -208,7 +230,12 @@ class HTTPChatGenerator:
                 body["stop"] = list(sampling.stop)[:4]  # hosted APIs accept at most four
             if sampling.seed is not None:
                 body["seed"] = sampling.seed
-            choice = (self.client.post("/chat/completions", body).get("choices") or [{}])[0]
+            try:
+                choice = (self.client.post("/chat/completions", body).get("choices") or [{}])[0]
+            except ServerRefused as e:
+                if not e.request_specific:
+                    raise
+                return _refused(e)
             message = choice.get("message") or {}
             text = message.get("content") or ""
             for call in message.get("tool_calls") or []:

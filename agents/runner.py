@@ -33,7 +33,15 @@ from sparring.agents.generation import ChatGenerator, Generation, Generator, Sam
 from sparring.agents.scripted import Agent
 from sparring.envs.core import Turn
 
-__all__ = ["EpisodeRunner", "EpisodeSpec", "RunStats", "RunnerConfig", "run_episodes"]
+__all__ = ["AGENT_ERROR", "AgentError", "EpisodeRunner", "EpisodeSpec", "RunStats", "RunnerConfig", "run_episodes"]
+
+#: How :attr:`Episode.error` begins when the agent, not the env, failed the episode (a scripted agent
+#: that raised, a policy server that refused this episode's request); any other error is the env's.
+AGENT_ERROR = "agent: "
+
+
+class AgentError(Exception):
+    """A scripted agent raised while starting an episode (its message begins with :data:`AGENT_ERROR`)."""
 
 
 @dataclass
@@ -254,7 +262,10 @@ class EpisodeRunner:
         """Record a finished reset or step; True when the episode is over."""
         try:
             return self._record_env_result(kind, state, fut.result())
-        except Exception as e:  # an env (or an agent's reset, or a tokenizer) that raises fails its own episode only
+        except AgentError as e:  # a scripted agent's reset
+            state.episode.error = str(e)
+            return True
+        except Exception as e:  # an env (or a tokenizer) that raises fails its own episode only
             state.episode.error = f"{type(e).__name__}: {e}"
             return True
 
@@ -301,9 +312,12 @@ class EpisodeRunner:
 
     def _start(self, state: _Live) -> None:
         if self.mode == "scripted":
-            state.agent = self.policy(state.spec)  # type: ignore[operator,call-arg]
-            assert state.agent is not None
-            state.agent.reset(state.observation, state.info)
+            try:
+                state.agent = self.policy(state.spec)  # type: ignore[operator,call-arg]
+                assert state.agent is not None
+                state.agent.reset(state.observation, state.info)
+            except Exception as e:
+                raise AgentError(f"{AGENT_ERROR}{type(e).__name__}: {e}") from e
             return
         if self.chat is not None:
             state.messages = self.chat.prompt_messages(state.observation, state.tools)
@@ -355,6 +369,8 @@ class EpisodeRunner:
                 share = seconds * max(1, len(g.token_ids) or len(g.text)) / total
                 s.episode.timings["generate"] = s.episode.timings.get("generate", 0.0) + share
         for s, g in zip(batch, gens, strict=True):
+            if g.extra.get("error") and not s.episode.error:  # the backend could not act for this episode alone
+                s.episode.error = f"{AGENT_ERROR}{g.extra['error']}"
             if not s.episode.error:
                 self._record_action(s, g, version)
         return [g.text for g in gens]
@@ -469,5 +485,5 @@ def _scripted_action(state: _Live) -> str:
     try:
         return str(state.agent.act(state.observation, state.info))
     except Exception as e:
-        state.episode.error = f"{type(e).__name__}: {e}"
+        state.episode.error = f"{AGENT_ERROR}{type(e).__name__}: {e}"
         return ""

@@ -35,8 +35,13 @@ def _sampling(body: dict[str, Any]) -> SamplingParams:
     )
 
 
-def _prompts(prompt: Any, tokenizer: Any) -> list[list[int]]:
-    """Normalise the four shapes of ``prompt`` into a batch of token-id lists."""
+def _prompts(prompt: Any, tokenizer: Any, max_tokens: int = 0, context: int | None = None) -> list[list[int]]:
+    """Normalise the four shapes of ``prompt`` into a batch of token-id lists.
+
+    Raises:
+        ValueError: A malformed prompt, a token id outside the vocabulary, or a prompt that with
+            ``max_tokens`` more does not fit the model's ``context`` (as vLLM, a 400 for the caller).
+    """
     if isinstance(prompt, str):
         prompt = [prompt]
     if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
@@ -51,6 +56,15 @@ def _prompts(prompt: Any, tokenizer: Any) -> list[list[int]]:
             batch.append(p)
         else:
             raise ValueError("each prompt must be text or a non-empty list of token ids")
+    vocabulary = len(tokenizer)
+    for i, p in enumerate(batch):
+        if not all(0 <= t < vocabulary for t in p):
+            raise ValueError(f"prompt {i} holds a token id outside the vocabulary [0, {vocabulary})")
+        if context is not None and len(p) + max_tokens > context:
+            raise ValueError(
+                f"prompt {i} has {len(p)} tokens; with max_tokens {max_tokens} it does not fit this model's "
+                f"maximum context length of {context} tokens"
+            )
     return batch
 
 
@@ -72,6 +86,8 @@ def create_app(generator: Generator) -> Any:
 
     app = FastAPI(title="sparring serve-policy")
     tokenizer = generator.tokenizer
+    model_config = getattr(getattr(generator, "model", None), "config", None)
+    context = getattr(model_config, "max_position_embeddings", None)
 
     @app.get("/v1/models")
     def models() -> dict[str, Any]:
@@ -80,8 +96,8 @@ def create_app(generator: Generator) -> Any:
     @app.post("/v1/completions")
     async def completions(body: dict[str, Any]) -> dict[str, Any]:
         try:
-            prompts = _prompts(body.get("prompt"), tokenizer)
             sampling = _sampling(body)
+            prompts = _prompts(body.get("prompt"), tokenizer, sampling.max_new_tokens, context)
         except (ValueError, TypeError) as e:
             raise HTTPException(status_code=400, detail=str(e)) from e
         gens = await run_in_threadpool(generator.generate, prompts, sampling)
@@ -108,6 +124,10 @@ def create_app(generator: Generator) -> Any:
             sampling = _sampling(body)
         except Exception as e:  # a template error is the caller's bad input
             raise HTTPException(status_code=400, detail=f"cannot template the messages: {e}") from e
+        try:
+            _prompts([prompt], tokenizer, sampling.max_new_tokens, context)
+        except ValueError as e:
+            raise HTTPException(status_code=400, detail=str(e)) from e
         (gen,) = await run_in_threadpool(generator.generate, [prompt], sampling)
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex}",

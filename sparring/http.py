@@ -27,6 +27,18 @@ __all__ = ["HTTPPolicy", "JSONClient", "ServerRefused"]
 class ServerRefused(SparringError):
     """The server answered, but refused the request (a 4xx other than 429): retrying cannot help."""
 
+    def __init__(self, message: str, status: int = 400):
+        """``status``: the HTTP status code of the refusal."""
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def request_specific(self) -> bool:
+        """A refusal of this request's content (400, 413, 422: a prompt past the model's context, a
+        parameter out of range), not of the URL, the model or the key (401, 403, 404, ...): other
+        requests to the same server may still succeed."""
+        return self.status in (400, 413, 422)
+
 
 @dataclass
 class HTTPPolicy:
@@ -87,7 +99,8 @@ class JSONClient:
             if response.status_code >= 400:
                 raise ServerRefused(
                     f"{where} refused the request (HTTP {response.status_code}: {response.text[:300]}); "
-                    "check the URL, the model name and the server's protocol."
+                    "check the URL, the model name and the server's protocol.",
+                    status=response.status_code,
                 )
             try:
                 return response.json()

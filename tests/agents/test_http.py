@@ -16,6 +16,7 @@ from sparring import SparringError
 from sparring.agents import EpisodeRunner, EpisodeSpec, RunnerConfig, SamplingParams, require_token_exact
 from sparring.agents.http_backend import HTTPChatGenerator, HTTPGenerator
 from sparring.agents.model import default_model_present
+from sparring.training.game import end_reason
 from tests.agents.conftest import assert_token_exact
 from tests.conftest import require
 from tests.toy_env import SumEnv
@@ -98,6 +99,44 @@ def test_chat_only_endpoint_plays_for_eval_but_not_for_training(policy_server):
     assert episode.token_ids == [] and episode.logprobs == []
     with pytest.raises(SparringError, match="chat-only"):
         require_token_exact(chat)
+
+
+class _LongSumEnv(SumEnv):
+    """A SumEnv whose first observation alone is longer than SmolLM2's 8,192-token context."""
+
+    def _begin(self, task):
+        return super()._begin(task) + " filler" * 9000
+
+
+@pytest.mark.timeout(600)
+def test_a_refused_prompt_fails_only_its_episode(policy_server):
+    """The server refuses a prompt past the model's context with a 400 (as vLLM does); that episode ends
+    with an agent error, the others in its batch go on, token-exact and chat-only alike."""
+    bad = httpx.post(f"{policy_server}/completions", json={"prompt": [[5] * 8190], "max_tokens": 8}, timeout=30)
+    assert bad.status_code == 400 and "maximum context length of 8192" in bad.text
+    assert httpx.post(f"{policy_server}/completions", json={"prompt": [[10**9]]}, timeout=30).status_code == 400
+    specs = [EpisodeSpec(lambda: SumEnv(max_turns=2), seed=1), EpisodeSpec(lambda: _LongSumEnv(max_turns=2), seed=2)]
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=8)  # one request for the batch, refused, then each alone
+    for policy, sampling in (
+        (HTTPGenerator(policy_server), greedy),
+        (HTTPGenerator(policy_server), SamplingParams(temperature=1.0, max_new_tokens=8, seed=3)),
+        (HTTPChatGenerator(policy_server), greedy),
+    ):
+        config = RunnerConfig(concurrency=2, max_turns=2, progress=False, sampling=sampling, batch_wait_seconds=5.0)
+        ok, refused = EpisodeRunner(policy, config).run(specs)
+        assert ok.error is None and len(ok.turns) == 2
+        assert refused.error is not None and refused.error.startswith("agent: ") and "HTTP 400" in refused.error
+        assert "maximum context length" in refused.error and refused.turns == []
+        assert end_reason(refused) == "agent_error" and end_reason(ok) != "agent_error"
+
+
+def test_a_refusal_of_the_url_or_model_stops_the_run(policy_server):
+    """A 404 is no episode's fault: it stops the run with the server's sentence, not 1 failure per episode."""
+    tokenizer = HTTPGenerator(policy_server).tokenizer
+    generator = HTTPGenerator(policy_server.replace("/v1", "/v2"), model="default", tokenizer=tokenizer)
+    config = RunnerConfig(concurrency=2, max_turns=2, progress=False, sampling=SamplingParams(max_new_tokens=4))
+    with pytest.raises(SparringError, match="HTTP 404"):
+        EpisodeRunner(generator, config).run([EpisodeSpec(lambda: SumEnv(max_turns=2), seed=s) for s in (1, 2)])
 
 
 def test_unreachable_server_is_a_clear_error():

@@ -119,8 +119,8 @@ def test_an_agent_that_raises_fails_only_its_episode():
     )
     episodes = runner.run([EpisodeSpec(lambda: SumEnv(), seed=s) for s in range(3)])
     assert [ep.error for ep in episodes] == [
-        "RuntimeError: agent could not start",
-        "RuntimeError: agent lost its plan",
+        "agent: RuntimeError: agent could not start",
+        "agent: RuntimeError: agent lost its plan",
         None,
     ]
     assert episodes[1].turns == [] and episodes[2].reward == 1.0 and runner.stats.failed == 2
