@@ -122,7 +122,10 @@ def test_a_refused_prompt_fails_only_its_episode(policy_server):
         (HTTPGenerator(policy_server), SamplingParams(temperature=1.0, max_new_tokens=8, seed=3)),
         (HTTPChatGenerator(policy_server), greedy),
     ):
-        config = RunnerConfig(concurrency=2, max_turns=2, progress=False, sampling=sampling, batch_wait_seconds=5.0)
+        config = RunnerConfig(
+            concurrency=2, max_turns=2, progress=False, sampling=sampling, batch_wait_seconds=5.0,
+            max_context_tokens=10**6,  # the runner's own limit would end the episode before asking (overlong)
+        )  # fmt: skip
         ok, refused = EpisodeRunner(policy, config).run(specs)
         assert ok.error is None and len(ok.turns) == 2
         assert refused.error is not None and refused.error.startswith("agent: ") and "HTTP 400" in refused.error

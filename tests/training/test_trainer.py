@@ -63,7 +63,7 @@ def test_an_update_moves_probability_toward_the_better_episode_and_syncs_the_gen
     assert sum(generated_after) > sum(generated_before)
 
 
-def test_the_warm_start_takes_one_optimizer_step_per_batch_of_demonstrations(smol_tokenizer: Any, tmp_path: Path) -> None:
+def test_the_warm_start_steps_once_per_batch_of_demonstrations(smol_tokenizer: Any, tmp_path: Path) -> None:
     """Seven demonstrations in batches of three, two epochs: 3 + 3 steps, and the demonstrated actions gain."""
     trainer = _trainer(smol_tokenizer, tmp_path, "warm_start_batch=3")
     demos = [_episode([1, 2, 3, 4], [5 + i, 6, 7]) for i in range(7)]
