@@ -76,7 +76,11 @@ class TrainConfig:
     retries: int = 1
     """Fresh-env retries of an episode that ended in an infrastructure error before its group is dropped."""
     lr: float = 1e-6
-    """Learning rate of self-play updates (AdamW)."""
+    """Learning rate of self-play updates."""
+    optimizer: str = "adamw"
+    """``adamw``, or ``adafactor`` (transformers' Adafactor at the given rates: factored second moments and
+    no first moment, so its state is a few MB where AdamW's is twice the model's size, 1 GiB for
+    SmolLM2-135M)."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
     max_grad_norm: float = 1.0
@@ -211,7 +215,8 @@ def _check(config: TrainConfig) -> None:
     unknown = [g for g in config.games if g not in GAMES]
     if unknown or not config.games:
         raise SparringError(f"games must be some of {', '.join(GAMES)}, not {config.games}.")
-    choices = {"swe_tasks": ("policy", "procedural", "mix"), "overlong": ("mask", "score")}
+    choices = {"swe_tasks": ("policy", "procedural", "mix"), "overlong": ("mask", "score"),
+               "optimizer": ("adamw", "adafactor")}  # fmt: skip
     for key, allowed in choices.items():
         if getattr(config, key) not in allowed:
             raise SparringError(

@@ -80,7 +80,7 @@ class Trainer:
         name = None if config.model in ("", "default") else config.model
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(name)
         loaded = model if model is not None else load_model(name, device=str(self.accelerator.device))
-        self.optimizer = torch.optim.AdamW(loaded.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.optimizer = _optimizer(config, loaded.parameters())
         self.model, self.optimizer = self.accelerator.prepare(loaded, self.optimizer)
         self.policy_model = self.accelerator.unwrap_model(self.model)
         self.generator = HFGenerator(
@@ -146,6 +146,7 @@ class Trainer:
         if self.config.max_grad_norm > 0:
             self.accelerator.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
         self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)  # the gradients (the model's size again) are not kept for play
         release()  # a long sequence's activations and gradients go back to the system, not to a free list
         return total_loss, total_tokens
 
@@ -295,6 +296,16 @@ class Trainer:
         tensor = torch.tensor([float(values[k]) for k in keys], device=self.accelerator.device)
         reduced = self.accelerator.reduce(tensor, reduction="mean")
         return {k: float(v) for k, v in zip(keys, reduced.tolist(), strict=True)}
+
+
+def _optimizer(config: TrainConfig, parameters: Any) -> torch.optim.Optimizer:
+    """The optimizer ``config.optimizer`` names, at ``config.lr`` (the warm start sets its own rate)."""
+    if config.optimizer == "adafactor":
+        from transformers.optimization import Adafactor
+
+        return Adafactor(parameters, lr=config.lr, weight_decay=config.weight_decay, scale_parameter=False,
+                         relative_step=False, warmup_init=False)  # fmt: skip
+    return torch.optim.AdamW(parameters, lr=config.lr, weight_decay=config.weight_decay)
 
 
 def _chunks(sequences: list[Sequence], size: int) -> list[list[Sequence]]:

@@ -40,10 +40,11 @@ def _logprob(trainer: Trainer, ep: Episode) -> float:
         return float(action_logprobs(trainer.model, to_sequence(ep)).sum())
 
 
+@pytest.mark.parametrize("optimizer", ["adamw", "adafactor"])
 def test_an_update_moves_probability_toward_the_better_episode_and_syncs_the_generator(
-    smol_tokenizer: Any, tmp_path: Path
+    smol_tokenizer: Any, tmp_path: Path, optimizer: str
 ) -> None:
-    trainer = _trainer(smol_tokenizer, tmp_path, "lr=0.01", "std_scale=false")
+    trainer = _trainer(smol_tokenizer, tmp_path, "lr=0.01", "std_scale=false", f"optimizer={optimizer}")
     good, bad = _episode([1, 2, 3, 4], [5, 6, 7], 1.0), _episode([1, 2, 3, 4], [8, 9, 10], 0.0)
     before = (_logprob(trainer, good), _logprob(trainer, bad))
     prompt = [1, 2, 3, 4]
@@ -61,6 +62,9 @@ def test_an_update_moves_probability_toward_the_better_episode_and_syncs_the_gen
     assert trainer.generator.weights_version == 1  # the generator now samples from the new weights
     generated_after = trainer.generator.logprobs([prompt + [5, 6, 7]], [4])[0]
     assert sum(generated_after) > sum(generated_before)
+    held = sum(t.numel() for st in trainer.optimizer.state.values() for t in st.values() if torch.is_tensor(t))
+    size = sum(p.numel() for p in trainer.model.parameters())
+    assert held >= 2 * size if optimizer == "adamw" else held < size / 10  # Adafactor: factored, no first moment
 
 
 def test_the_warm_start_steps_once_per_batch_of_demonstrations(smol_tokenizer: Any, tmp_path: Path) -> None:
