@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -42,9 +42,15 @@ class _Client(JSONClient):
         return str(data[0]["id"])
 
 
-def _refused(error: ServerRefused) -> Generation:
-    """An empty generation that fails its episode (the runner reads ``extra["error"]``), the run goes on."""
-    return Generation(token_ids=[], logprobs=[], text="", finish_reason="stop", extra={"error": str(error)})
+def _unless_refused(ask: Callable[[], Generation]) -> Generation:
+    """``ask()``; when the server refuses that one request (not its URL, model or key), an empty generation
+    that fails its episode (the runner reads ``extra["error"]``) and lets the run go on."""
+    try:
+        return ask()
+    except ServerRefused as e:
+        if not e.request_specific:
+            raise
+        return Generation(token_ids=[], logprobs=[], text="", finish_reason="stop", extra={"error": str(e)})
 
 
 def _token_ids(choice: dict[str, Any]) -> list[int] | None:
@@ -124,14 +130,14 @@ class HTTPGenerator:
         """
         if not prompts:
             return []
-        if sampling.seed is None or sampling.greedy or len(prompts) == 1:
+        if len(prompts) == 1:
+            return [self._one(prompts[0], sampling)]
+        if sampling.seed is None or sampling.greedy:
             try:
                 return self._complete(prompts, sampling)
             except ServerRefused as e:
                 if not e.request_specific:
                     raise
-                if len(prompts) == 1:
-                    return [_refused(e)]
             rows = [sampling] * len(prompts)  # one prompt refused the batch: ask for each alone to find which
         else:
             rows = [replace(sampling, seed=row_seed(sampling.seed, i)) for i in range(len(prompts))]
@@ -140,12 +146,7 @@ class HTTPGenerator:
 
     def _one(self, prompt: Sequence[int], sampling: SamplingParams) -> Generation:
         """One prompt alone; a refusal of this prompt (not of the server's URL or model) fails only its episode."""
-        try:
-            return self._complete([prompt], sampling)[0]
-        except ServerRefused as e:
-            if not e.request_specific:
-                raise
-            return _refused(e)
+        return _unless_refused(lambda: self._complete([prompt], sampling)[0])
 
     def _complete(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Generation]:
         """One completions request for ``prompts``."""
@@ -230,12 +231,7 @@ class HTTPChatGenerator:
                 body["stop"] = list(sampling.stop)[:4]  # hosted APIs accept at most four
             if sampling.seed is not None:
                 body["seed"] = sampling.seed
-            try:
-                choice = (self.client.post("/chat/completions", body).get("choices") or [{}])[0]
-            except ServerRefused as e:
-                if not e.request_specific:
-                    raise
-                return _refused(e)
+            choice = (self.client.post("/chat/completions", body).get("choices") or [{}])[0]
             message = choice.get("message") or {}
             text = message.get("content") or ""
             for call in message.get("tool_calls") or []:
@@ -247,7 +243,7 @@ class HTTPChatGenerator:
             return Generation(token_ids=[], logprobs=[], text=text, finish_reason="length" if length else "stop")
 
         with ThreadPoolExecutor(max_workers=max(1, min(self.max_parallel, len(conversations)))) as pool:
-            return list(pool.map(one, conversations))
+            return list(pool.map(lambda messages: _unless_refused(lambda: one(messages)), conversations))
 
 
 def connect(

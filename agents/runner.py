@@ -33,15 +33,20 @@ from sparring.agents.generation import ChatGenerator, Generation, Generator, Sam
 from sparring.agents.scripted import Agent
 from sparring.envs.core import Turn
 
-__all__ = ["AGENT_ERROR", "AgentError", "EpisodeRunner", "EpisodeSpec", "RunStats", "RunnerConfig", "run_episodes"]
+__all__ = ["AGENT_ERROR", "EpisodeRunner", "EpisodeSpec", "RunStats", "RunnerConfig", "run_episodes"]
 
 #: How :attr:`Episode.error` begins when the agent, not the env, failed the episode (a scripted agent
 #: that raised, a policy server that refused this episode's request); any other error is the env's.
 AGENT_ERROR = "agent: "
 
 
-class AgentError(Exception):
-    """A scripted agent raised while starting an episode (its message begins with :data:`AGENT_ERROR`)."""
+class _AgentError(Exception):
+    """A scripted agent raised while starting an episode (its message is the episode's error)."""
+
+
+def _agent_error(e: Exception) -> str:
+    """The episode's error when its agent raised ``e``."""
+    return f"{AGENT_ERROR}{type(e).__name__}: {e}"
 
 
 @dataclass
@@ -262,7 +267,7 @@ class EpisodeRunner:
         """Record a finished reset or step; True when the episode is over."""
         try:
             return self._record_env_result(kind, state, fut.result())
-        except AgentError as e:  # a scripted agent's reset
+        except _AgentError as e:  # a scripted agent's reset
             state.episode.error = str(e)
             return True
         except Exception as e:  # an env (or a tokenizer) that raises fails its own episode only
@@ -317,7 +322,7 @@ class EpisodeRunner:
                 assert state.agent is not None
                 state.agent.reset(state.observation, state.info)
             except Exception as e:
-                raise AgentError(f"{AGENT_ERROR}{type(e).__name__}: {e}") from e
+                raise _AgentError(_agent_error(e)) from e
             return
         if self.chat is not None:
             state.messages = self.chat.prompt_messages(state.observation, state.tools)
@@ -485,5 +490,5 @@ def _scripted_action(state: _Live) -> str:
     try:
         return str(state.agent.act(state.observation, state.info))
     except Exception as e:
-        state.episode.error = f"{AGENT_ERROR}{type(e).__name__}: {e}"
+        state.episode.error = _agent_error(e)
         return ""

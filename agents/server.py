@@ -56,6 +56,12 @@ def _prompts(prompt: Any, tokenizer: Any, max_tokens: int = 0, context: int | No
             batch.append(p)
         else:
             raise ValueError("each prompt must be text or a non-empty list of token ids")
+    _check_fits(batch, tokenizer, max_tokens, context)
+    return batch
+
+
+def _check_fits(batch: list[list[int]], tokenizer: Any, max_tokens: int, context: int | None) -> None:
+    """Raise ValueError for a token id outside the vocabulary or a prompt that does not fit ``context``."""
     vocabulary = len(tokenizer)
     for i, p in enumerate(batch):
         if not all(0 <= t < vocabulary for t in p):
@@ -65,7 +71,6 @@ def _prompts(prompt: Any, tokenizer: Any, max_tokens: int = 0, context: int | No
                 f"prompt {i} has {len(p)} tokens; with max_tokens {max_tokens} it does not fit this model's "
                 f"maximum context length of {context} tokens"
             )
-    return batch
 
 
 def _choice(index: int, gen: Generation, body: dict[str, Any], tokenizer: Any) -> dict[str, Any]:
@@ -125,7 +130,7 @@ def create_app(generator: Generator) -> Any:
         except Exception as e:  # a template error is the caller's bad input
             raise HTTPException(status_code=400, detail=f"cannot template the messages: {e}") from e
         try:
-            _prompts([prompt], tokenizer, sampling.max_new_tokens, context)
+            _check_fits([prompt], tokenizer, sampling.max_new_tokens, context)
         except ValueError as e:
             raise HTTPException(status_code=400, detail=str(e)) from e
         (gen,) = await run_in_threadpool(generator.generate, [prompt], sampling)

@@ -82,7 +82,7 @@ class TrainConfig:
     no first moment, so its state is a few MB where AdamW's is twice the model's size, 1 GiB for
     SmolLM2-135M)."""
     weight_decay: float = 0.0
-    """AdamW weight decay."""
+    """Weight decay (decoupled, for either optimizer)."""
     max_grad_norm: float = 1.0
     """Gradient clipping norm."""
     updates_per_iteration: int = 1

@@ -154,9 +154,8 @@ def demonstrations(
     stats = DemoStats()
     kept: list[Episode] = []
     n = episodes if episodes is not None else config.warm_start_episodes
-    n_proposer = n if episodes is not None or config.warm_start_proposer_episodes is None else (
-        config.warm_start_proposer_episodes
-    )  # fmt: skip
+    proposer = config.warm_start_proposer_episodes
+    n_proposer = n if episodes is not None or proposer is None else proposer
     for domain, role, env_id, agent, kwargs, ok in _plans(config, policy):
         turns = GAMES[domain].max_turns(config)
         count = n_proposer if role == "proposer" else n
