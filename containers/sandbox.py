@@ -31,10 +31,12 @@ Example::
 from __future__ import annotations
 
 import base64
+import contextlib
 import posixpath
 import queue
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -417,6 +419,8 @@ class SandboxPool:
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._error: Exception | None = None
+        self._quiet = 0  # callers inside quiet(): no replacement starts unless an acquire waits
+        self._waiting = 0  # acquire calls waiting for a container
         self._threads = [
             threading.Thread(target=self._fill, name=f"sparring-pool-{i}", daemon=True)
             for i in range(workers or min(size, 2))
@@ -428,6 +432,11 @@ class SandboxPool:
         while not self._closed.is_set():
             if not self._slots.acquire(timeout=0.5):
                 continue
+            while self._quiet and not self._waiting and not self._closed.is_set():
+                self._closed.wait(0.02)
+            if self._closed.is_set():
+                self._slots.release()
+                break
             try:
                 sandbox = Sandbox.create(self.image, self.limits, self.labels)
             except Exception as e:
@@ -453,17 +462,41 @@ class SandboxPool:
             if self._closed.is_set():
                 raise SparringError("the sandbox pool is closed.")
             try:
-                sandbox = self._ready.get(timeout=0.1)
+                sandbox = self._ready.get_nowait()
             except queue.Empty:
-                if self._error is not None:
-                    raise SparringError(str(self._error)) from None
-                if time.monotonic() > deadline:
-                    raise SparringError(f"no sandbox of {self.image} started within {timeout:.0f} s.") from None
-                continue
+                with self._lock:
+                    self._waiting += 1
+                try:
+                    sandbox = self._ready.get(timeout=0.1)
+                except queue.Empty:
+                    if self._error is not None:
+                        raise SparringError(str(self._error)) from None
+                    if time.monotonic() > deadline:
+                        raise SparringError(f"no sandbox of {self.image} started within {timeout:.0f} s.") from None
+                    continue
+                finally:
+                    with self._lock:
+                        self._waiting -= 1
             self._slots.release()
             if sandbox.alive():
                 return sandbox
             sandbox.close()  # removed behind the pool's back: take the next one
+
+    @contextlib.contextmanager
+    def quiet(self) -> Iterator[None]:
+        """Hold back replacements while the block runs, unless an :meth:`acquire` is waiting.
+
+        Starting a container costs the engine CPU time; a caller whose wall time matters (the runs
+        of one validation, side by side) keeps it for the block, and the pool catches up after.
+        An :meth:`acquire` never waits longer for it: one that finds no container ready gets one started.
+        """
+        with self._lock:
+            self._quiet += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._quiet -= 1
 
     @property
     def ready(self) -> int:

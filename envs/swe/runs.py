@@ -130,8 +130,8 @@ def _tar(files: dict[str, bytes], mode: int = 0o644) -> bytes:
 def prepare_state(sandbox: Any, artifact: BugArtifact, state: RepoState) -> tuple[str, str] | None:
     """Build ``state`` in the container's /repo; returns (check, error) when a part does not apply.
 
-    Three round trips to the container whatever the state (clear, copy, check and apply), since
-    validation builds several states per artifact.
+    Two round trips to the container whatever the state (copy to a fresh folder; move, check and
+    apply), since validation builds several states per artifact.
     """
     steps: list[tuple[str, str, str]] = []
     if state.bug:
@@ -143,19 +143,20 @@ def prepare_state(sandbox: Any, artifact: BugArtifact, state: RepoState) -> tupl
                 steps.append(("changed_files", "bug_fix.diff", reverse_diff(kept)))
     if state.weaken:
         steps.append(("weakening_hides_bug", "test_weaken.diff", artifact.test_weaken_diff))
-    sandbox.exec(f"rm -rf {BUG_DIR} /tmp/sparring-*.diff", user="root", timeout=30)
-    files = {f"sparring-bug/{n}": t.encode() for n, t in artifact.files().items()}
-    files.update({f"sparring-{name}": diff.encode() for _, name, diff in steps})
+    stage = f"/tmp/sparring-stage-{secrets.token_hex(8)}"
+    files = {f"{stage[5:]}/bug/{n}": t.encode() for n, t in artifact.files().items()}
+    files.update({f"{stage[5:]}/{name}": diff.encode() for _, name, diff in steps})
     sandbox.put_archive("/tmp", _tar(files))
     script = [
+        f"rm -rf {BUG_DIR} /tmp/sparring-*.diff && mv {stage}/bug {BUG_DIR} || exit 5",
         "for f in " + " ".join(_q(p) for p in artifact.test_files) + '; do test -f "/repo/$f" || echo "$f"; done'
-        " | grep . && exit 3"
+        " | grep . && exit 3",
     ]
     script += [
-        f"{{ {GIT} apply --whitespace=nowarn /tmp/sparring-{name} || {{ echo 'sparring-step {i}' >&2; exit 4; }}; }}"
+        f"{{ {GIT} apply --whitespace=nowarn {stage}/{name} || {{ echo 'sparring-step {i}' >&2; exit 4; }}; }}"
         for i, (_, name, _) in enumerate(steps)
     ]
-    script.append("exit 0")
+    script.append(f"rm -rf {stage}; exit 0")
     r = sandbox.exec("\n".join(script), workdir="/repo", user="root", timeout=60)
     if r.exit_code == 3:
         return "test_files", f"missing test file(s): {', '.join(r.stdout.split())}"
@@ -253,16 +254,19 @@ def repo_ini(sandbox: Any, artifact: BugArtifact) -> str:
 
 
 class SharedIni:
-    """The harness's configuration for one artifact, read once from the first fresh container that asks.
+    """The harness's configuration for one artifact, read once from a fresh container.
 
-    Every state's container asks before its diffs are applied, so whichever comes first reads the
-    repository's own configuration; the others wait for that answer instead of reading it again.
+    By default whichever state's container asks first reads it, before its diffs are applied, and
+    the others wait for that answer instead of reading it again. A caller can name one state the
+    reader instead (:meth:`get`), so the others build their state meanwhile and only then wait
+    (:meth:`wait`): the read is then off the path of the state that matters most.
     """
 
     def __init__(self, artifact: BugArtifact):
         """Nothing is read until :meth:`get`."""
         self._artifact = artifact
         self._lock = threading.Lock()
+        self._known = threading.Event()
         self._value: str | None = None
         self._error: str | None = None
 
@@ -273,11 +277,30 @@ class SharedIni:
             RuntimeError: It could not be read (the same error for every caller).
         """
         with self._lock:
-            if self._value is None and self._error is None:
+            if not self._known.is_set():
                 try:
                     self._value = repo_ini(sandbox, self._artifact)
                 except (RuntimeError, ValueError) as e:
                     self._error = str(e)
+                finally:  # anything else (the engine's trouble) reaches the reader's caller; waiters wake
+                    self._error = self._error or (None if self._value else "the configuration read was cut off")
+                    self._known.set()
+        return self.wait()
+
+    def fail(self, error: str) -> None:
+        """The reader got no container: every waiter gets ``error`` (unless it was read meanwhile)."""
+        with self._lock:
+            if not self._known.is_set():
+                self._error = error
+                self._known.set()
+
+    def wait(self) -> str:
+        """The configuration once :meth:`get` (or :meth:`fail`) has run in another thread.
+
+        Raises:
+            RuntimeError: It could not be read.
+        """
+        self._known.wait()
         if self._value is None:
             raise RuntimeError(self._error)
         return self._value
@@ -365,6 +388,7 @@ def harness_state(
     wait: Callable[[], None] | None = None,
     on_first: Callable[[HarnessRun], None] | None = None,
     targets_later: Callable[[], list[str] | None] | None = None,
+    reads_ini: bool | None = None,
 ) -> StateRun:
     """Build ``state`` in a fresh container of ``pool`` and run the harness on it; discard the container.
 
@@ -386,21 +410,34 @@ def harness_state(
         targets_later: Called once the state is built, in place of ``targets``: blocks until the
             targets are known (another container's first run), and returns them (``[]``: the test
             files), or None when there is nothing to run (a run with no harness result is returned).
+        reads_ini: True: this state's container reads ``ini`` (before its diffs); False: another
+            state's does, so this one builds its state first and then waits for it; None: whichever
+            container asks first reads it.
 
     Raises:
         SparringError: No container could be had (the engine's trouble, not the artifact's).
     """
     from sparring.envs.swe.harness import harness_run
 
-    sandbox = pool.acquire()
+    try:
+        sandbox = pool.acquire()
+    except BaseException:
+        if reads_ini:
+            ini.fail("no fresh container to read the repository's configuration from")
+        raise
     try:
         try:
-            config = ini.get(sandbox)
+            config = ini.get(sandbox) if reads_ini is not False else None
         except RuntimeError as e:
             return StateRun(setup_check="test_files", setup_error=f"the harness cannot run these test files: {e}")
         failed = prepare_state(sandbox, artifact, state)
         if failed:
             return StateRun(setup_check=failed[0], setup_error=failed[1])
+        if config is None:
+            try:
+                config = ini.wait()
+            except RuntimeError as e:
+                return StateRun(setup_check="test_files", setup_error=f"the harness cannot run these test files: {e}")
 
         def harness(what: Sequence[str] | None, seed: int | None) -> HarnessRun:
             if wait is not None:

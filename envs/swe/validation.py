@@ -275,7 +275,8 @@ def validate_artifact(
         pool = SandboxPool(image, size=config.parallel)
     try:
         changed = _static_checks(artifact, config)
-        runs = _run_states(pool, artifact, config, changed, baseline)
+        with pool.quiet():  # the runs go side by side: container starts would take their CPU
+            runs = _run_states(pool, artifact, config, changed, baseline)
         result.runs = {name: round(r.harness.seconds, 3) if r.harness else 0.0 for name, r in runs.items()}
         _judge(artifact, config, changed, runs, checks, result)
         result.valid = True
@@ -294,16 +295,25 @@ def _run_states(
 ) -> dict[str, StateRun]:
     """Every run the checks need, in as few containers as they allow.
 
-    The states go at once. The buggy code's failing tests run again right after its first run in
-    the same container (a fresh process, another hash seed: chance, the seed, the clock), and the
-    further re-runs each in a fresh container (the environment of one container), built beside the
-    first run and started as soon as it shows what fails; every run of the buggy code starts at
+    The states go at once; the weakened code's container reads the harness's configuration (the
+    others build their state meanwhile) and, when the original code's results are known, runs the
+    test files beside the buggy code's first run (else just the tests that fail there, once known).
+    The buggy code's failing tests run again right after its first run in the same container (a
+    fresh process, another hash seed: chance, the seed, the clock), and the further re-runs each in
+    a fresh container (the environment of one container), built beside the first run and started as
+    soon as it shows what fails; every run of the buggy code starts at
     least ``rerun_gap`` after the previous one. The original code's tests run again in their
     container. The artifact's script runs last in a container, after every harness run there.
     """
     ini = SharedIni(artifact)
     spacing = Spacing(config.rerun_gap)
-    common: dict[str, Any] = {"ini": ini, "timeout": config.test_timeout, "test_timeout": config.per_test_timeout}
+    # the weakened code's container reads the configuration, so the buggy code's builds its state meanwhile
+    common: dict[str, Any] = {
+        "ini": ini,
+        "timeout": config.test_timeout,
+        "test_timeout": config.per_test_timeout,
+        "reads_ini": False,
+    }
     script = not harness_script(artifact)
     seeds = [rerun_seed() for _ in range(config.reruns)]
     futures: dict[str, Future[StateRun]] = {}
@@ -348,23 +358,31 @@ def _run_states(
             bad = failing()
             return None if bad is None else by_id(bad)
 
-        # the longest chains first: each of these runs again in its container, and may run the script there
+        # then the longest chains: each of these runs again in its container, and may run the script there
         buggy: dict[str, Any] = {"again": seeds[:1], "again_failing": True, "wait": spacing, "with_script": script}
-        states: dict[str, tuple[RepoState, dict[str, Any]]] = {"buggy": (BUGGY, buggy | {"on_first": first_done})}
+        states: dict[str, tuple[RepoState, dict[str, Any]]] = {
+            # first, so it has a worker: every other state waits for the configuration it reads. With the
+            # original code's results known it runs the test files beside the buggy code's first run (two
+            # runs for two cores); else it waits for what fails there, like the re-runs
+            "weakened": (
+                WEAKENED,
+                {"reads_ini": True} | ({} if baseline is not None else {"targets_later": weakened_targets}),
+            ),
+            "buggy": (BUGGY, buggy | {"on_first": first_done}),
+        }
         if baseline is None:  # reached as a repair reaches it, so a script that tells the two apart is caught
             states["original"] = (REPAIRED, {"again": [rerun_seed()], "with_script": script})
         if len(changed) > 1:  # with one changed file, reverting it gives the original code
             for path in changed:
                 states[f"revert:{path}"] = (RepoState(bug=True, revert=(path,)), {})
-        # the fresh-container re-runs and the weakened code build their state beside the first run and
-        # start the moment it shows what fails, running just those tests: the critical path is about
-        # two short runs after one full one, and the two cores are not shared three ways meanwhile
-        states["weakened"] = (WEAKENED, {"targets_later": weakened_targets})
+        # the fresh-container re-runs build their state beside the first run and start the moment it shows
+        # what fails, running just those tests beside the same-container re-run: on the generator's path
+        # the critical path is one full run and one short one, with two runs at a time on two cores
         for k in range(2, config.reruns + 1):
             states[f"rerun:{k}"] = (BUGGY, {"targets_later": rerun_targets, "wait": spacing, "hash_seed": seeds[k - 1]})
         with lock:
             for name, (st, kw) in states.items():
-                futures[name] = ex.submit(harness_state, pool, artifact, st, **kw, **common)
+                futures[name] = ex.submit(harness_state, pool, artifact, st, **(common | kw))
         try:
             futures["buggy"].result()
         finally:

@@ -227,6 +227,23 @@ def test_pool_skips_a_ready_container_removed_behind_its_back():
         pool.release(sandbox)
 
 
+def test_a_quiet_pool_starts_no_replacement_unless_an_acquire_waits():
+    docker_ready()
+    import time
+
+    with SandboxPool(BASE_IMAGE, size=2) as pool:
+        assert pool.wait_ready()
+        with pool.quiet():
+            first, second = pool.acquire(), pool.acquire()
+            time.sleep(2.0)  # a container starts in about half a second here
+            assert pool.ready == 0  # held back: no start competes with the block's work
+            third = pool.acquire(timeout=60)  # an acquire that finds none ready still gets one started
+            assert third.exec("echo fine").stdout == "fine\n"
+        assert pool.wait_ready(timeout=60)  # the pool catches up once the block ends
+        for box in (first, second, third):
+            pool.release(box)
+
+
 def test_missing_image_is_one_clear_error():
     docker_ready()
     from sparring import SparringError

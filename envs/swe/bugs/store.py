@@ -292,7 +292,9 @@ def generate_bugs(
     config = config or ValidationConfig()
     report = GenerationReport(repo=repo)
     t0 = time.perf_counter()
-    pools = PoolSet(size=config.parallel + 1)  # the validation's runs plus the next mutant's
+    # a validation's containers (the weakened code, the buggy code, one per further re-run) plus the
+    # next mutant's, all ready: a validation then starts no container (SandboxPool.quiet)
+    pools = PoolSet(size=config.reruns + 2)
     try:
         passed = _reliable_passing(pools, spec, config.test_timeout, report)
         sandbox = pools.acquire(spec.image)

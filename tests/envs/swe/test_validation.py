@@ -171,3 +171,28 @@ def test_test_files_must_stay_inside_the_repository(pool: Any, files: dict[str, 
     art = replace(good_artifact(files), test_files=[TESTS, "../etc/passwd"])
     result = validate_artifact(art, pool.image, pool)
     assert result.reason == "test_files" and "inside" in result.detail and result.runs == {}
+
+
+def test_states_waiting_for_the_configuration_wake_when_its_reader_gets_no_container(files: dict[str, str]) -> None:  # noqa: F811
+    """The weakened state reads the ini and the others wait: a reader that gets no container must not hang them."""
+    import threading
+
+    from sparring.envs.swe.runs import SharedIni
+
+    ini = SharedIni(good_artifact(files))
+    seen: list[str] = []
+
+    def waiter() -> None:
+        try:
+            ini.wait()
+        except RuntimeError as e:
+            seen.append(str(e))
+
+    threads = [threading.Thread(target=waiter) for _ in range(3)]
+    for t in threads:
+        t.start()
+    ini.fail("no fresh container to read the repository's configuration from")
+    for t in threads:
+        t.join(timeout=5)
+    assert not any(t.is_alive() for t in threads)
+    assert seen == ["no fresh container to read the repository's configuration from"] * 3
