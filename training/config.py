@@ -107,6 +107,11 @@ class TrainConfig:
     """Loss weight of solver tokens."""
     drop_zero_variance: bool = True
     """Drop groups whose rewards are all equal (no learning signal; dynamic sampling)."""
+    min_spread_groups: int = 0
+    """Dynamic sampling (DAPO): while fewer solver groups than this have rewards that differ, draw
+    ``drawn_tasks`` more tasks and play them (0: off)."""
+    max_top_ups: int = 2
+    """Rounds of dynamic sampling per game and iteration, at most."""
     replay_clear_every: int = 10
     """Clear the replay buffer of valid tasks every this many iterations (SSP: 10)."""
     warm_start: bool = True
@@ -226,6 +231,9 @@ def _check(config: TrainConfig) -> None:
     for key in positive:
         if getattr(config, key) < (0 if key == "iterations" else 1):
             raise SparringError(f"config key {key!r} must be positive, not {getattr(config, key)}.")
+    for key in ("drawn_tasks", "min_spread_groups", "max_top_ups"):
+        if getattr(config, key) < 0:
+            raise SparringError(f"config key {key!r} must not be negative, not {getattr(config, key)}.")
     if not 0 <= config.clip_low < 1 or config.clip_high < 0:
         raise SparringError(
             f"clip_low must be in [0, 1) and clip_high non-negative, not {config.clip_low}/{config.clip_high}."

@@ -145,6 +145,8 @@ class Role:
     """Outcome reward of one of this role's episodes once the iteration's results are in."""
     after: Callable[[IterationState], None] = lambda state: None
     """Bookkeeping once this role's episodes are in (tasks from proposals, solve rates)."""
+    top_up: Callable[[IterationState, int], list[tuple[EpisodeSpec, str]]] = lambda state, k: []
+    """More episodes to play in round ``k`` once this role's are in (none: the role is done)."""
 
 
 @dataclass(frozen=True)
@@ -211,13 +213,50 @@ def _plan_solvers(state: IterationState) -> list[tuple[EpisodeSpec, str]]:
             for _ in range(size)
         ]
     if game.draws_tasks(config):
-        # The same seed draws the same task in every attempt; the runner samples each attempt apart.
-        for seed in state.rng.integers(0, 2**31 - 1, size=config.drawn_tasks):
-            group = f"it{state.iteration}:drawn{int(seed)}"
-            specs += [
-                (EpisodeSpec(make, seed=int(seed), env_id=game.solver_env, group_id=group), group) for _ in range(size)
-            ]
+        specs += _drawn_groups(state, config.drawn_tasks, f"it{state.iteration}")
     return specs
+
+
+def _drawn_groups(state: IterationState, n: int, prefix: str) -> list[tuple[EpisodeSpec, str]]:
+    """G attempts at each of ``n`` tasks drawn from the solver env's own source."""
+    game = state.game
+    make = _make(game.solver_env, game.max_turns(state.config), {})
+    specs = []
+    # The same seed draws the same task in every attempt; the runner samples each attempt apart.
+    for seed in state.rng.integers(0, 2**31 - 1, size=n):
+        group = f"{prefix}:drawn{int(seed)}"
+        specs += [
+            (EpisodeSpec(make, seed=int(seed), env_id=game.solver_env, group_id=group), group)
+            for _ in range(game.group_size(state.config))
+        ]
+    return specs
+
+
+def spread_groups(state: IterationState) -> int:
+    """Solver groups played so far whose rewards differ (and that no error cut short): the ones that teach."""
+    by_group: dict[str, list[Episode]] = {}
+    for ep, group in zip(state.episodes.get("solver", []), state.groups.get("solver", []), strict=True):
+        by_group.setdefault(group, []).append(ep)
+    return sum(
+        len({_solver_reward(ep, state) for ep in eps}) > 1
+        for eps in by_group.values()
+        if not any(end_reason(ep) in ("env_error", "agent_error") for ep in eps)
+    )
+
+
+def _top_up_solvers(state: IterationState, round_: int) -> list[tuple[EpisodeSpec, str]]:
+    """Dynamic sampling (DAPO): more drawn tasks while too few solver groups have a spread.
+
+    A group whose attempts all score the same has zero advantage everywhere and is dropped from the
+    update; drawing ``drawn_tasks`` more tasks, up to ``max_top_ups`` rounds, keeps the update fed
+    when the policy's attempts mostly agree.
+    """
+    config = state.config
+    if round_ >= config.max_top_ups or not state.game.draws_tasks(config) or config.drawn_tasks <= 0:
+        return []
+    if spread_groups(state) >= config.min_spread_groups:
+        return []
+    return _drawn_groups(state, config.drawn_tasks, f"it{state.iteration}:top{round_ + 1}")
 
 
 def solved(episode: Episode) -> bool:
@@ -249,7 +288,7 @@ def _solver_reward(ep: Episode, state: IterationState) -> float:
 
 ROLES: tuple[Role, ...] = (
     Role("proposer", lambda game: game.proposer_env, _plan_proposers, _proposer_reward, _after_proposers),
-    Role("solver", lambda game: game.solver_env, _plan_solvers, _solver_reward, _after_solvers),
+    Role("solver", lambda game: game.solver_env, _plan_solvers, _solver_reward, _after_solvers, _top_up_solvers),
 )
 
 
@@ -372,11 +411,17 @@ def play_iteration(
     env_wait = wall = 0.0
     for role in ROLES:
         planned = role.plan(state)
-        played = _play(runner, planned, config.retries)
-        wall += runner.stats.wall_seconds if planned else 0.0
-        env_wait += runner.stats.env_wait_seconds if planned else 0.0
-        state.episodes[role.name] = played
-        state.groups[role.name] = [group for _, group in planned]
+        state.episodes[role.name], state.groups[role.name] = [], []
+        rounds = 0
+        while planned:
+            played = _play(runner, planned, config.retries)
+            wall += runner.stats.wall_seconds
+            env_wait += runner.stats.env_wait_seconds
+            state.episodes[role.name] += played
+            state.groups[role.name] += [group for _, group in planned]
+            planned = role.top_up(state, rounds)
+            rounds += bool(planned)
+        stats[f"{role.name}/top_up_rounds"] = rounds
         role.after(state)
     rollouts = []
     for role in ROLES:

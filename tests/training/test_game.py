@@ -56,6 +56,27 @@ def test_a_valid_injected_bug_gets_solvers_and_the_injector_its_reward(files: di
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
+def test_dynamic_sampling_draws_more_tasks_while_the_solver_groups_agree(corpus: Any) -> None:
+    """A deterministic solver's attempts at a task all score the same: each top-up round draws more."""
+
+    def agents(spec: EpisodeSpec) -> Any:
+        return DefinitionProposerAgent() if "Propose" in spec.env_id else DefinitionSearchAgent()
+
+    base = ["games=search", "proposals=1", "search_group=2", "drawn_tasks=1", "search_max_turns=3"]
+    rounds = {}
+    for extra in (["min_spread_groups=1", "max_top_ups=2"], ["min_spread_groups=0"]):
+        config = load_config(None, base + extra)
+        result = play_iteration(GAMES["search"], agents, config, 0, np.random.default_rng(5), ReplayBuffer())
+        drawn = {r.group for r in result.rollouts if r.role == "solver" and ":drawn" in r.group[2]}
+        rounds[extra[0]] = (result.stats["solver/top_up_rounds"], len(drawn))
+        for group in drawn:  # whole groups of G attempts, each group one task
+            eps = [r.episode for r in result.rollouts if r.group == group]
+            assert len(eps) == 2 and len({ep.task_id for ep in eps}) == 1
+    assert rounds == {"min_spread_groups=1": (2, 3), "min_spread_groups=0": (0, 1)}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_search_proposals_become_solver_groups_and_the_replay_buffer_fills_holes(corpus: Any) -> None:
     def agents(spec: EpisodeSpec) -> Any:
         return DefinitionProposerAgent() if "Propose" in spec.env_id else DefinitionSearchAgent()
