@@ -122,6 +122,9 @@ class TrainConfig:
     """Scripted proposer episodes played per game (None: as many as ``warm_start_episodes``). A search
     proposer episode is 3-5 times as long as a solver one, so fewer leave the warm start's time to the
     solver."""
+    warm_start_swe_episodes: int | None = None
+    """Scripted episodes per SWE role (None: a quarter of the search game's). A SWE demonstration is a
+    long sequence and costs container time, so a short run gives them fewer."""
     warm_start_validator_demos: int = 16
     """RAG validation demonstrations (search game: the evidence and the seed answer) in the warm start,
     at most; each is a 2-3k-token prompt, so they cost more than the rest."""

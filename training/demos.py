@@ -145,8 +145,8 @@ def demonstrations(
         policy: The generator, whose tokenizer and chat template the demonstrations are written in.
         rng: Draws the tasks.
         episodes: Episodes per role (default: ``config.warm_start_episodes`` for solvers,
-            ``config.warm_start_proposer_episodes`` for proposers; SWE roles play a quarter: each costs
-            container time).
+            ``config.warm_start_proposer_episodes`` for proposers; SWE roles play a quarter, or
+            ``config.warm_start_swe_episodes`` each: they cost container time and long sequences).
     """
     import gymnasium as gym
 
@@ -161,7 +161,11 @@ def demonstrations(
         count = n_proposer if role == "proposer" else n
         if count <= 0:
             continue
-        count = count if domain == "search" else max(1, count // 4)
+        if domain == "swe":
+            swe = config.warm_start_swe_episodes
+            count = swe if episodes is None and swe is not None else max(1, count // 4)
+            if count <= 0:
+                continue
 
         def make(env_id: str = env_id, turns: int = turns, kwargs: dict = kwargs) -> Any:
             return gym.make(env_id, max_turns=turns, **kwargs)

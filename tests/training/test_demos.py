@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
+import pytest
 
 from sparring.agents.answering import ANSWER_PREFILL, chat_prompt_ids
 from sparring.agents.demonstrators import DefinitionProposerAgent
@@ -60,3 +61,22 @@ def test_proposals_without_the_answer_in_their_evidence_or_without_validation_ar
     assert ungrounded.task_id not in ids
     if unvalidated is not None:
         assert unvalidated.task_id not in ids
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_each_swe_role_plays_warm_start_swe_episodes_or_a_quarter_of_the_search_games(smol_tokenizer: Any) -> None:
+    import types
+
+    import numpy as np
+
+    from sparring.training.config import load_config
+    from sparring.training.demos import demonstrations
+
+    policy = types.SimpleNamespace(tokenizer=smol_tokenizer)
+    for extra, count in ((["warm_start_swe_episodes=1"], 1), ([], 2)):
+        config = load_config(None, ["games=swe", "warm_start_episodes=8", "swe_max_turns=3", *extra])
+        _, stats = demonstrations(config, policy, np.random.default_rng(0))
+        assert stats.played["swe/solver"] == count
+        assert stats.played.get("swe/proposer", count) == count  # no proposer demonstration without a stored bug
