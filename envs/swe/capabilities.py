@@ -39,7 +39,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from sparring import sparring_home
+from sparring import pyast, sparring_home
 
 try:
     import tomllib
@@ -428,7 +428,7 @@ class _Finder(ast.NodeVisitor):
         for sub in ast.walk(node):
             if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
                 try:
-                    inner = ast.parse(sub.value.strip(), mode="eval")
+                    inner = pyast.parse(sub.value.strip(), mode="eval")
                 except (SyntaxError, ValueError):
                     continue
                 outer, self.line_override = self.line_override, self.line_override or sub.lineno
@@ -459,7 +459,7 @@ def find_uses(source: bytes, path: str, capabilities: list[Capability]) -> list[
     Raises:
         SyntaxError: The source does not parse (``ValueError`` for null bytes, as Python's own).
     """
-    tree = ast.parse(source, filename=path)
+    tree = pyast.parse(source, filename=path)
     try:
         text = source.decode(declared_encoding(source) or "utf-8", errors="replace")
     except LookupError:  # ast.parse accepted it, so this does not happen; the lines are only for show

@@ -49,7 +49,6 @@ test path that is not a plain relative path inside ``/repo`` (callers check arti
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import hmac
 import io
@@ -64,6 +63,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from sparring import pyast
 from sparring.envs.swe.testing import TestRun, parse_pytest_summary
 
 __all__ = ["HONEST_STATUSES", "RUN_UID", "harness_run", "pytest_ini"]
@@ -317,7 +317,7 @@ def _parse_record(data: bytes | None, token: str, secret: bytes) -> tuple[dict[s
     if not hmac.compare_digest(mac, expected_mac):
         return None, "the record is not signed by the harness's recorder"
     try:
-        record = ast.literal_eval(payload.decode("utf-8"))
+        record = pyast.literal_eval(payload.decode("utf-8"))
     except (ValueError, SyntaxError, UnicodeDecodeError, MemoryError, RecursionError):
         return None, "the record is not a literal"
     fields = {"token": str, "exitstatus": int, "testsfailed": int, "failed_reports": int, "items": list,

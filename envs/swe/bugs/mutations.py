@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sparring import pyast
 from sparring.envs.swe.bugs.artifact import file_diff
 
 __all__ = ["OPERATORS", "Mutation", "find_mutations", "sample_mutations"]
@@ -250,7 +251,7 @@ def find_mutations(path: str, text: str, operators: list[str] | None = None) -> 
         not parse.
     """
     try:
-        tree = ast.parse(text)
+        tree = pyast.parse(text)
     except (SyntaxError, ValueError):
         return []
     src = _Source(text)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from sparring import SparringError, sparring_home
+from sparring import SparringError, pyast, sparring_home
 from sparring.containers.pools import PoolSet
 from sparring.envs.swe.bugs.artifact import DEFAULT_TEST_SCRIPT, BugArtifact, file_diff
 from sparring.envs.swe.bugs.mutations import Mutation, sample_mutations
@@ -128,7 +128,7 @@ def weaken_tests(path: str, text: str, test_ids: list[str]) -> str:
     Returns:
         The weakened source ("" when none of the ids names a function of this file).
     """
-    tree = ast.parse(text)
+    tree = pyast.parse(text)
     functions = _test_functions(tree)
     lines = text.splitlines(keepends=True)
     targets = set()
