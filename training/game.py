@@ -232,15 +232,25 @@ def _drawn_groups(state: IterationState, n: int, prefix: str) -> list[tuple[Epis
     return specs
 
 
+def _by_group(state: IterationState, role: str) -> dict[str, list[Episode]]:
+    """A role's episodes played so far, by group id."""
+    by_group: dict[str, list[Episode]] = {}
+    for ep, group in zip(state.episodes.get(role, []), state.groups.get(role, []), strict=True):
+        by_group.setdefault(group, []).append(ep)
+    return by_group
+
+
+def _cut_short(eps: list[Episode]) -> bool:
+    """Whether an infrastructure or agent error ended one of a group's episodes (the group is dropped)."""
+    return any(end_reason(ep) in ("env_error", "agent_error") for ep in eps)
+
+
 def spread_groups(state: IterationState) -> int:
     """Solver groups played so far whose rewards differ (and that no error cut short): the ones that teach."""
-    by_group: dict[str, list[Episode]] = {}
-    for ep, group in zip(state.episodes.get("solver", []), state.groups.get("solver", []), strict=True):
-        by_group.setdefault(group, []).append(ep)
     return sum(
         len({_solver_reward(ep, state) for ep in eps}) > 1
-        for eps in by_group.values()
-        if not any(end_reason(ep) in ("env_error", "agent_error") for ep in eps)
+        for eps in _by_group(state, "solver").values()
+        if not _cut_short(eps)
     )
 
 
@@ -252,7 +262,7 @@ def _top_up_solvers(state: IterationState, round_: int) -> list[tuple[EpisodeSpe
     when the policy's attempts mostly agree.
     """
     config = state.config
-    if round_ >= config.max_top_ups or not state.game.draws_tasks(config) or config.drawn_tasks <= 0:
+    if round_ >= config.max_top_ups or not state.game.draws_tasks(config):
         return []
     if spread_groups(state) >= config.min_spread_groups:
         return []
@@ -265,10 +275,7 @@ def solved(episode: Episode) -> bool:
 
 
 def _after_solvers(state: IterationState) -> None:
-    by_group: dict[str, list[Episode]] = {}
-    for ep, group in zip(state.episodes.get("solver", []), state.groups.get("solver", []), strict=True):
-        by_group.setdefault(group, []).append(ep)
-    for group, eps in by_group.items():
+    for group, eps in _by_group(state, "solver").items():
         task_id = str(eps[0].task.get("id", group))
         state.solve_rate[task_id] = sum(solved(ep) for ep in eps) / len(eps)
 
@@ -425,12 +432,9 @@ def play_iteration(
         role.after(state)
     rollouts = []
     for role in ROLES:
-        by_group: dict[str, list[Episode]] = {}
-        for ep, group in zip(state.episodes[role.name], state.groups[role.name], strict=True):
-            by_group.setdefault(group, []).append(ep)
         dropped = 0
-        for group, eps in by_group.items():
-            if any(end_reason(ep) in ("env_error", "agent_error") for ep in eps):
+        for group, eps in _by_group(state, role.name).items():
+            if _cut_short(eps):
                 dropped += 1  # a partial group would bias its baseline
                 continue
             for ep in eps:

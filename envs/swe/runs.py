@@ -372,6 +372,11 @@ class StateRun:
     started: float = 0.0
 
 
+def _without_ini(error: RuntimeError) -> StateRun:
+    """A state the harness cannot run: its configuration could not be read."""
+    return StateRun(setup_check="test_files", setup_error=f"the harness cannot run these test files: {error}")
+
+
 def harness_state(
     pool: Any,
     artifact: BugArtifact,
@@ -429,7 +434,7 @@ def harness_state(
         try:
             config = ini.get(sandbox) if reads_ini is not False else None
         except RuntimeError as e:
-            return StateRun(setup_check="test_files", setup_error=f"the harness cannot run these test files: {e}")
+            return _without_ini(e)
         failed = prepare_state(sandbox, artifact, state)
         if failed:
             return StateRun(setup_check=failed[0], setup_error=failed[1])
@@ -437,7 +442,7 @@ def harness_state(
             try:
                 config = ini.wait()
             except RuntimeError as e:
-                return StateRun(setup_check="test_files", setup_error=f"the harness cannot run these test files: {e}")
+                return _without_ini(e)
 
         def harness(what: Sequence[str] | None, seed: int | None) -> HarnessRun:
             if wait is not None:
