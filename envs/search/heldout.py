@@ -34,6 +34,7 @@ from sparring.envs.search.scoring import answer_in_text, normalize_answer
 
 __all__ = [
     "HELDOUT_PERMILLE",
+    "accepted_answers",
     "heldout_row",
     "is_heldout",
     "load_heldout",
@@ -100,8 +101,9 @@ def question_for(doc: dict[str, Any]) -> str | None:
     return question
 
 
-def _answers(doc: dict[str, Any]) -> list[str]:
-    """The title, plus for WordNet the synonyms of the first sense (they share the gloss)."""
+def accepted_answers(doc: dict[str, Any]) -> list[str]:
+    """The answers a definition question of ``doc`` accepts: the title, plus for WordNet the
+    synonyms of the first sense (they share the gloss the question quotes)."""
     answers = [doc["title"]]
     if doc.get("source") == "wn":
         m = re.search(r"\[syn:([^\]]*)\]", doc["contents"])
@@ -118,7 +120,7 @@ def heldout_row(doc: dict[str, Any]) -> dict[str, Any] | None:
     question = question_for(doc | {"title": title})
     if question is None:
         return None
-    return {"question": question, "answers": _answers(doc | {"title": title}), "doc": doc["id"]}
+    return {"question": question, "answers": accepted_answers(doc | {"title": title}), "doc": doc["id"]}
 
 
 def select_heldout(rows: list[dict[str, Any]], known: set[str]) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ from sparring import SparringError
 from sparring.agents.chat import tool_instructions
 from sparring.envs.search.answer_env import EXAMPLE_ANSWER, SearchAnswerEnv
 from sparring.envs.search.corpus import Corpus
+from sparring.envs.search.heldout import accepted_answers, is_heldout
 from sparring.envs.search.propose_env import EXAMPLE_QUESTION, NoisePool, SearchProposeEnv
 from sparring.envs.search.rewards import SearchRewards
 from sparring.envs.search.search_env import EXAMPLE_QUERY
@@ -170,6 +171,27 @@ def test_the_solver_is_rewarded_by_exact_match(corpus: Corpus):
     f1_env = SearchAnswerEnv(rewards=SearchRewards(solver_metric="f1"))
     f1_env.reset(options={"task": task})
     assert f1_env.step("<answer>cast iron</answer>")[1] == pytest.approx(2 / 3)
+
+
+def test_a_drawn_question_accepts_what_a_held_out_one_would(corpus: Corpus):
+    # A drawn WordNet question used to accept only its seed's headword: a synonym that shares the
+    # quoted gloss scored 0 in training and 1 in evaluation.
+    index = {s["doc"]: int(s["index"]) for s in corpus.seeds()}
+    env = SearchAnswerEnv()
+    with_synonyms = []
+    for seed in range(60):
+        env.reset(seed=seed)
+        task = dict(env._task or {})
+        doc = corpus.document(index[task["id"].removeprefix("answer:")])
+        assert task["answers"] == accepted_answers(doc | {"title": task["answers"][0]})
+        assert not any(map(is_heldout, task["answers"]))
+        if len(task["answers"]) > 1:
+            with_synonyms.append(seed)
+    assert with_synonyms
+    env.reset(seed=with_synonyms[0])
+    task = dict(env._task or {})
+    _, reward, terminated, *_ = env.step(f"<answer>{task['answers'][-1]}</answer>")
+    assert terminated and reward == 1.0
 
 
 def test_a_malformed_action_is_an_observation_and_the_turn_counts(corpus: Corpus):
