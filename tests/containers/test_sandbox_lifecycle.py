@@ -22,7 +22,10 @@ pytestmark = pytest.mark.docker
 SPARRING = str(Path(sys.executable).with_name("sparring"))
 
 HOLDER = """
-import json, sys, time
+import json, signal, sys, time
+# A shell starting a job in the background without job control ignores SIGINT in it, and a child
+# inherits that: stand in for an interactive user, whose Ctrl-C the process receives.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from sparring.containers.sandbox import SandboxPool
 from sparring.containers.cleanup import reaper
 pool = SandboxPool(sys.argv[1], size=2, labels={"sparring.test": sys.argv[2]})
