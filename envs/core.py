@@ -10,6 +10,8 @@ observation says what was wrong and shows the correct form, and the turn counts.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
 
@@ -210,9 +212,17 @@ class TextEnv(gym.Env[str, str]):
         return {"role": self.role, "domain": self.domain, "task_id": str(self._task["id"]), "turn": self._turn}
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        """Start an episode on ``options["task"]`` or on a task drawn with ``self.np_random``."""
+        """Start an episode on ``options["task"]`` or on a task drawn with ``self.np_random``.
+
+        A given task without an ``"id"`` gets one from its content (``task:`` and 12 hex digits).
+        """
         super().reset(seed=seed)
         task = (options or {}).get("task") or self._draw_task()
+        if not isinstance(task, dict):
+            raise SparringError(f'options["task"] must be a dict (a JSON object), not {type(task).__name__}.')
+        if "id" not in task:
+            digest = hashlib.sha256(json.dumps(task, sort_keys=True, default=str).encode()).hexdigest()
+            task = {"id": f"task:{digest[:12]}", **task}
         self._task = task
         self._turn = 0
         self._done = False

@@ -308,7 +308,7 @@ def _search_solver_task(outcome: dict[str, Any]) -> dict[str, Any] | None:
     return {
         "id": f"proposed:{outcome['question'][:80]}",
         "question": outcome["question"],
-        "answers": [outcome["answer"]],
+        "answers": list(outcome.get("answers") or [outcome["answer"]]),
     }
 
 
@@ -461,7 +461,8 @@ def play_iteration(
         for ep in proposers:
             if ep not in valid:
                 for why in ep.outcome.get("reasons") or [ep.outcome.get("status") or end_reason(ep)]:
-                    reasons[str(why)] = reasons.get(str(why), 0) + 1
+                    name = str(why).split(":", 1)[0]  # the reason, not its detail (one series each)
+                    reasons[name] = reasons.get(name, 0) + 1
         for why, count in reasons.items():
             stats[f"proposer/invalid/{why}"] = count
     if state.solve_rate:

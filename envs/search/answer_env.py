@@ -3,8 +3,8 @@
 A task is ``{"id", "question", "answers"}``, given in ``reset(options={"task": ...})`` (a
 validated proposal, a held-out question) or drawn: from ``tasks`` when given, else a
 definition → term question built from a seed answer's entry, accepting the same answers a
-held-out question would (the entry's title and, for WordNet, its synonyms); an entry one of whose
-answers is a held-out headword is never drawn.
+held-out question would (the seed's accepted answers: the entry's title and, for WordNet, its
+synonyms; the corpus bars a seed one of whose answers is held out, see ``corpus.py``).
 The outcome reward is 1 for a correct ``<answer>`` (exact match after SQuAD normalisation;
 token F1 when configured) and 0 otherwise; the outcome holds both EM and F1. The example answer
 the instructions show earns 0 (``outcome["copied_example"]``) unless it is the task's answer.
@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from sparring import SparringError
-from sparring.envs.search.heldout import accepted_answers, is_heldout, question_for
+from sparring.envs.search.heldout import question_for
 from sparring.envs.search.rewards import SearchRewards, solver_reward
 from sparring.envs.search.scoring import exact_match, max_over_answers
 from sparring.envs.search.search_env import EXAMPLE_QUERY, SearchToolEnv
@@ -71,10 +71,8 @@ class SearchAnswerEnv(SearchToolEnv):
             doc = self.corpus.document(int(seed["index"]))
             doc["title"] = seed["answer"]
             question = question_for(doc)
-            answers = accepted_answers(doc)
-            # A synonym that is a held-out headword shares the held-out question's gloss.
-            if question and not any(map(is_heldout, answers)):
-                return {"id": f"answer:{doc['id']}", "question": question, "answers": answers}
+            if question:
+                return {"id": f"answer:{doc['id']}", "question": question, "answers": list(seed["answers"])}
         raise SparringError(
             f"could not draw a question from corpus {self.corpus_name!r}; "
             "pass tasks=[...] or reset(options={'task': ...})."

@@ -7,7 +7,7 @@ metadata. A built corpus is a folder under ``sparring_home()/corpora/NAME``::
     corpus.jsonl   the documents
     offsets.npy    byte offset of each line, so a document is read without loading the file
     info.json      documents, tokens, sources
-    seeds.jsonl    seed answers for the proposer (titles that other documents mention)
+    seeds.jsonl    seed answers (titles that other documents mention) with the answers each accepts
     heldout.jsonl  the held-out QA set (see ``heldout.py``; its source entries are withheld)
     bm25/          the BM25 index (see ``retrieval.py``)
 
@@ -33,12 +33,16 @@ from sparring.envs.search.documents import format_contents, split_contents
 from sparring.envs.search.scoring import normalize_answer
 
 __all__ = [
+    "CORPUS_FORMAT",
     "DEFAULT_CORPUS",
     "Corpus",
     "build_corpus",
     "corpus_dir",
 ]
 
+#: Version of the on-disk format, in ``info.json``: 2 added each seed's accepted answers and bars
+#: a seed one of whose answers is held out. A corpus of another format must be rebuilt.
+CORPUS_FORMAT = 2
 #: Name of the corpus that setup builds and the envs use when given none.
 DEFAULT_CORPUS = "default"
 #: dictd databases of the default corpus.
@@ -112,9 +116,17 @@ class Corpus:
         return json.loads((self.folder / "info.json").read_text())
 
     def seeds(self) -> list[dict[str, Any]]:
-        """Seed answers: ``{"answer", "doc", "index", "mentions"}`` for titles mentioned by other documents."""
+        """Seed answers: ``{"answer", "answers", "doc", "index", "mentions"}`` for titles mentioned by
+        other documents; ``answers`` are what a question about the seed's entry accepts (the title
+        first, then, for WordNet, the first sense's synonyms)."""
         if self._seeds is None:
             path = self.folder / "seeds.jsonl"
+            info = self.folder / "info.json"
+            if path.is_file() and (not info.is_file() or json.loads(info.read_text()).get("format") != CORPUS_FORMAT):
+                raise SparringError(
+                    f"the corpus in {self.folder} was built in an older format (its seeds lack their accepted "
+                    "answers); rebuild it with `sparring corpus build` (`sparring setup` rebuilds the default one)."
+                )
             self._seeds = [json.loads(line) for line in path.open()] if path.is_file() else []
         return self._seeds
 
@@ -221,22 +233,38 @@ def _seed_candidate(title: str) -> bool:
 
 
 def _write_seeds(folder: Path, is_heldout: Callable[[str], bool]) -> int:
+    """Write ``seeds.jsonl``: each candidate title's first entry, with the answers it accepts.
+
+    A title is barred when any of its entries accepts a held-out answer (a WordNet synonym that is
+    a held-out headword): that entry shares the held-out question's gloss, so neither a drawn
+    question nor a proposer's question about the title may be made from it.
+    """
+    from sparring.envs.search.heldout import accepted_answers
+
     corpus = Corpus(folder)
     try:
         titles: dict[str, int] = {}
-        display: dict[str, tuple[str, str]] = {}
+        display: dict[str, tuple[str, str, list[str]]] = {}
+        barred: set[str] = set()
         for i, doc in enumerate(corpus.documents()):
             title = doc.get("title") or split_contents(doc["contents"])[0]
             key = normalize_answer(title)
-            if key and key not in titles and _seed_candidate(title) and not is_heldout(title):
+            if not key or key in barred or not _seed_candidate(title):
+                continue
+            answers = accepted_answers(doc | {"title": title})
+            if any(map(is_heldout, answers)):
+                barred.add(key)
+                titles.pop(key, None)
+                display.pop(key, None)
+            elif key not in titles:
                 titles[key] = i
-                display[key] = (title, doc["id"])
+                display[key] = (title, doc["id"], answers)
         texts = ((i, split_contents(d["contents"])[1], d.get("links") or []) for i, d in enumerate(corpus.documents()))
         counts = _mentions(titles, texts)
     finally:
         corpus.close()
     seeds = [
-        {"answer": display[k][0], "doc": display[k][1], "index": titles[k], "mentions": n}
+        {"answer": display[k][0], "answers": display[k][2], "doc": display[k][1], "index": titles[k], "mentions": n}
         for k, n in sorted(counts.items())
         if MIN_SEED_MENTIONS <= n <= MAX_SEED_MENTIONS
     ]
@@ -326,7 +354,7 @@ def build_corpus(
     work.mkdir(parents=True)
     try:
         progress(f"reading {described}")
-        info: dict[str, Any] = {"name": name, "source": described}
+        info: dict[str, Any] = {"name": name, "source": described, "format": CORPUS_FORMAT}
         info |= _write_documents(work, documents, described)
         held = {normalize_answer(a) for row in load_heldout(work) for a in row["answers"]}
         progress(f"{info['documents']} documents, {info['heldout']} held-out questions; finding seed answers")

@@ -1,13 +1,14 @@
 """Rule filters on proposed questions; each rejection has a named reason.
 
 Reasons: ``no_question`` (the episode ended without ``<question>``), ``question_too_short``,
-``question_too_long``, ``answer_in_question`` (the normalised seed answer occurs in the
-question), ``too_few_searches`` (fewer distinct searches than required), ``duplicated_query``
-(the same normalised query searched twice).
+``question_too_long``, ``answer_in_question`` (the normalised seed answer, or another answer
+the question accepts, such as a synonym, occurs in the question), ``too_few_searches`` (fewer
+distinct searches than required), ``duplicated_query`` (the same normalised query searched twice).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sparring.envs.search.scoring import answer_in_text, normalize_answer
@@ -29,14 +30,20 @@ class ProposalRules:
     """Whether searching the same (normalised) query twice is tolerated."""
 
 
-def check_proposal(question: str | None, answer: str, queries: list[str], rules: ProposalRules) -> list[str]:
+def check_proposal(
+    question: str | None, answer: str, queries: list[str], rules: ProposalRules, also: Sequence[str] = ()
+) -> list[str]:
     """Reasons to reject the proposal; an empty list means it passes the rules.
+
+    ``also`` are the other answers the question accepts (the seed's synonyms); none may occur in it.
 
     Example:
         >>> check_proposal("Which element has the symbol Fe?", "iron", ["fe symbol", "iron"], ProposalRules())
         []
         >>> check_proposal("What is iron?", "iron", ["iron"], ProposalRules())
         ['question_too_short', 'answer_in_question', 'too_few_searches']
+        >>> check_proposal("Which metal has the symbol Fe?", "iron", ["fe", "metal"], ProposalRules(), also=["Fe"])
+        ['answer_in_question']
     """
     reasons: list[str] = []
     if question is None or not question.strip():
@@ -47,7 +54,7 @@ def check_proposal(question: str | None, answer: str, queries: list[str], rules:
             reasons.append("question_too_short")
         if length > rules.max_question_chars:
             reasons.append("question_too_long")
-        if answer_in_text(answer, question):
+        if any(answer_in_text(a, question) for a in (answer, *also)):
             reasons.append("answer_in_question")
     normalised = [normalize_answer(q) for q in queries if normalize_answer(q)]
     if len(set(normalised)) < rules.min_searches:

@@ -1,12 +1,15 @@
 """``sparring/SearchPropose-v0``: write a question whose unique answer is a given seed answer.
 
-The task is a seed answer drawn from the corpus (a title that several other documents mention)
-and a hop count. The proposer searches, working backwards from the answer, then submits
+The task is a seed answer drawn from the corpus (a title that several other documents mention),
+the answers a question about it accepts (the seed's title and, for WordNet, its synonyms) and a
+hop count. The proposer searches, working backwards from the answer, then submits
 ``<question>…</question>``. The question must pass the rule filters (``filters.py``), must not be
 the prompt's example question (``copied_example``), and must pass RAG validation
 (``validation.py``): the solver role, given every document the proposer retrieved plus
-``noise_docs`` distractors and no search, must answer the seed. That needs a model, so pass
-``validator=PolicyValidator(...)`` over the policy (as the trainer does); without one the env
+``noise_docs`` distractors and no search, must give one of the task's answers. A valid question's
+solver task accepts the same answers, so an answer in a synonym's words is graded alike in
+validation and in solving; no answer the task accepts may occur in the question. Validation
+needs a model, so pass ``validator=PolicyValidator(...)`` over the policy (as the trainer does); without one the env
 only runs the model-free :class:`~sparring.envs.search.validation.GroundingValidator`, and
 ``outcome["validator"]`` says ``"grounding"``.
 
@@ -111,7 +114,8 @@ class SearchProposeEnv(SearchToolEnv):
             noise_pool: Pool of documents from other proposals (shared across envs); a private
                 pool is made when None.
             max_hops: Hop counts are drawn from 1..max_hops.
-            solve_rate_fn: Given the validated task (``question``, ``answers``), returns the solve
+            solve_rate_fn: Given the validated task (``question``, ``answers``: the seed's accepted
+                answers), returns the solve
                 rate of the solver; when set, valid questions get ``1 − solve rate`` at once.
             seed_sources: Draw seeds only from documents of these sources (the id prefix before
                 ``:``, e.g. ``("foldoc", "jargon")``); None draws from every source.
@@ -145,11 +149,20 @@ class SearchProposeEnv(SearchToolEnv):
             )
         seed = seeds[int(self.np_random.integers(len(seeds)))]
         hops = int(self.np_random.integers(1, self.max_hops + 1))
-        return {"id": f"propose:{seed['doc']}:{hops}", "answer": seed["answer"], "hops": hops, "doc": seed["doc"]}
+        return {
+            "id": f"propose:{seed['doc']}:{hops}",
+            "answer": seed["answer"],
+            "answers": list(seed["answers"]),
+            "hops": hops,
+            "doc": seed["doc"],
+        }
 
     def _begin(self, task: dict[str, Any]) -> str:
         if not isinstance(task.get("answer"), str) or not task["answer"].strip():
             raise SparringError('a proposer task needs "answer" (the seed answer, text) and may give "hops".')
+        answers = task.get("answers", [])
+        if not isinstance(answers, list) or not all(isinstance(a, str) and a.strip() for a in answers):
+            raise SparringError('a proposer task\'s "answers" (what its question accepts) must be a list of texts.')
         self._start_searches()
         return PROMPT.format(answer=task["answer"], hops=task.get("hops", 1))
 
@@ -169,19 +182,21 @@ class SearchProposeEnv(SearchToolEnv):
         """Filters, then validation; the outcome and the terminal reward."""
         assert self._task is not None
         answer = self._task["answer"]
+        answers = list(dict.fromkeys([answer, *self._task.get("answers", [])]))
         outcome: dict[str, Any] = {
             "question": question,
             "answer": answer,
+            "answers": answers,
             "queries": list(self.queries),
             "documents": list(self.retrieved.values()),
             "valid": False,
-            "reasons": check_proposal(question, answer, self.queries, self.rules) + _copied(question),
+            "reasons": check_proposal(question, answer, self.queries, self.rules, answers) + _copied(question),
             "validator": str(getattr(self.validator, "name", type(self.validator).__name__)),
         }
         if outcome["reasons"]:
             return outcome, proposer_reward(None, valid=False, rewards=self.rewards)
         assert question is not None
-        proposal = Proposal(question, answer, list(self.retrieved.values()), self._noise())
+        proposal = Proposal(question, answer, list(self.retrieved.values()), self._noise(), answers)
         verdict = validate_safely(self.validator, [proposal])[0]
         self.noise_pool.add(proposal.documents)
         outcome.update(valid=verdict.valid, reasons=verdict.reasons, validator_answer=verdict.answer)
@@ -191,7 +206,7 @@ class SearchProposeEnv(SearchToolEnv):
         if self.solve_rate_fn is None:
             outcome["reward_pending"] = True
             return outcome, 0.0
-        solve_rate = float(self.solve_rate_fn({"question": question, "answers": [answer]}))
+        solve_rate = float(self.solve_rate_fn({"question": question, "answers": answers}))
         outcome["solve_rate"] = solve_rate
         return outcome, proposer_reward(solve_rate, rewards=self.rewards)
 

@@ -1,7 +1,8 @@
 """RAG validation of proposed questions (Search Self-Play, DESIGN §3.4).
 
 A question that passed the rule filters is valid only if the solver role, given every document
-the proposer retrieved plus a few noisy documents and *no* search tool, answers the seed answer.
+the proposer retrieved plus a few noisy documents and *no* search tool, answers the seed answer or
+another answer the solver's task will accept (:attr:`Proposal.answers`, e.g. the seed's synonyms).
 Validators are pluggable:
 
 * :class:`PolicyValidator` — this RAG validation: a model answers, the policy itself through an
@@ -68,6 +69,12 @@ class Proposal:
     """Every document the proposer retrieved (``{"id", "contents"}``)."""
     noise: list[dict[str, Any]] = field(default_factory=list)
     """Distractor documents (retrieved by other proposals, or random)."""
+    answers: list[str] = field(default_factory=list)
+    """Every answer the question's solver task accepts (the seed's title and synonyms); empty: only ``answer``."""
+
+    def accepted(self) -> list[str]:
+        """``answer`` and then the other accepted answers, without repeats."""
+        return list(dict.fromkeys([self.answer, *self.answers]))
 
 
 @dataclass
@@ -175,7 +182,11 @@ def extract_answer(output: str) -> str:
 
 
 class PolicyValidator:
-    """A model answers each question from its documents; valid when it gives the seed answer."""
+    """A model answers each question from its documents; valid when it gives an accepted answer.
+
+    The accepted answers are the ones the solver's task will grade by (:meth:`Proposal.accepted`),
+    so validation and solving agree on what a right answer is.
+    """
 
     name = "policy"
 
@@ -192,7 +203,8 @@ class PolicyValidator:
         verdicts = []
         for proposal, output in zip(proposals, outputs, strict=True):
             predicted = extract_answer(output)
-            same = bool(exact_match(predicted, proposal.answer))
+            accepted = proposal.accepted()
+            same = any(exact_match(predicted, a) for a in accepted)
             if not same and exact_match(predicted, EXAMPLE_ANSWER):  # copied from the prompt, not read
                 verdicts.append(Verdict(False, ["solver_answered_the_prompt_example"], predicted))
                 continue
@@ -214,9 +226,9 @@ class GroundingValidator:
     name = "grounding"
 
     def validate(self, proposals: Sequence[Proposal]) -> list[Verdict]:
-        """Valid when the normalised seed answer occurs in a document the proposer retrieved."""
+        """Valid when a normalised accepted answer occurs in a document the proposer retrieved."""
         verdicts = []
         for p in proposals:
-            grounded = any(answer_in_text(p.answer, doc["contents"]) for doc in p.documents)
+            grounded = any(answer_in_text(a, doc["contents"]) for a in p.accepted() for doc in p.documents)
             verdicts.append(Verdict(grounded, [] if grounded else ["answer_not_in_retrieved_documents"]))
         return verdicts

@@ -96,12 +96,17 @@ def test_search_proposals_become_solver_groups_and_the_replay_buffer_fills_holes
         groups.setdefault(r.group, []).append(r.reward)
     assert all(len(rewards) == 2 for rewards in groups.values())  # G attempts per task, one group each
     valid = sum(bool(r.episode.outcome.get("valid")) for r in proposers)
+    assert valid >= 1  # the scripted proposer writes valid questions: the checks below have work
     assert len(groups) == valid + min(3 - valid, 1) + 1  # valid proposals, replay for invalid ones, one drawn
     assert result.stats["tasks/replayed"] == min(3 - valid, 1)
+    assert not [k for k in result.stats if k.startswith("proposer/invalid/") and ":" in k]  # one series a reason
     for r in proposers:  # 1 - solve rate of its own task for a valid question, 0 for an invalid one
         if r.episode.outcome.get("valid"):
             task_id = f"proposed:{r.episode.outcome['question'][:80]}"
             rate = np.mean([s.reward > 0 for s in solvers if s.episode.task_id == task_id])
             assert r.reward == pytest.approx(1 - rate)
+            # its solvers are graded by every answer the seed accepts, as validation was
+            mine = [s.episode.task["answers"] for s in solvers if s.episode.task_id == task_id]
+            assert mine and all(a == r.episode.outcome["answers"] == r.episode.task["answers"] for a in mine)
         else:
             assert r.reward == 0.0

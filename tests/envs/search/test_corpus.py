@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sparring import SparringError
-from sparring.envs.search.corpus import Corpus, build_corpus
+from sparring.envs.search.corpus import CORPUS_FORMAT, Corpus, _write_seeds, build_corpus
 from sparring.envs.search.dictd import decode_offset
 from sparring.envs.search.documents import format_contents, split_contents
 from sparring.envs.search.heldout import is_heldout, load_heldout
@@ -51,8 +52,45 @@ def test_seed_answers_are_mentioned_elsewhere_and_never_held_out(corpus: Corpus)
     held = {normalize_answer(a) for row in load_heldout(corpus.folder) for a in row["answers"]}
     for seed in seeds[::50]:
         assert seed["mentions"] >= 3
-        assert not is_heldout(seed["answer"]) and normalize_answer(seed["answer"]) not in held
         assert corpus.document(seed["index"])["id"] == seed["doc"]
+    for seed in seeds:  # no accepted answer (a WordNet synonym included) is held out
+        assert seed["answers"][0] == seed["answer"]
+        assert not any(is_heldout(a) or normalize_answer(a) in held for a in seed["answers"]), seed
+    assert sum(len(seed["answers"]) > 1 for seed in seeds) > 1000
+
+
+def test_a_seed_whose_entry_accepts_a_held_out_answer_is_barred(tmp_path: Path):
+    # A WordNet entry whose synonym is a held-out answer shares that held-out question's gloss, so
+    # its title is no seed, even where another entry of the same title accepts nothing held out.
+    def wn(title: str, syns: str) -> dict:
+        contents = f'"{title}"\n{title}\nn 1: a thing of the test\n[syn: {syns}]'
+        return {"id": f"wn:{title}", "contents": contents, "source": "wn", "title": title}
+
+    docs = [
+        {"id": "gcide:Alpha", "contents": '"Alpha"\nAlpha\nThe first.', "source": "gcide", "title": "Alpha"},
+        wn("Alpha", "Alpha, Heldword"),
+        wn("Beta", "Beta, Gamma"),
+    ] + [{"id": f"note{n}", "contents": f'"Note {n}"\nAlpha and Beta.', "links": ["Alpha", "Beta"]} for n in range(3)]
+    with (tmp_path / "corpus.jsonl").open("wb") as fh:
+        offsets = []
+        for doc in docs:
+            offsets.append(fh.tell())
+            fh.write(json.dumps(doc).encode() + b"\n")
+    np.save(tmp_path / "offsets.npy", np.asarray(offsets, dtype=np.int64))
+    assert _write_seeds(tmp_path, lambda title: title == "Heldword") == 1
+    (seed,) = [json.loads(line) for line in (tmp_path / "seeds.jsonl").open()]
+    assert (seed["answer"], seed["answers"], seed["doc"]) == ("Beta", ["Beta", "Gamma"], "wn:Beta")
+
+
+def test_a_corpus_of_an_older_format_asks_to_be_rebuilt(corpus: Corpus, tmp_path: Path):
+    old = tmp_path / "old"
+    old.mkdir()
+    for name in ("corpus.jsonl", "offsets.npy"):
+        (old / name).symlink_to(corpus.folder / name)
+    (old / "seeds.jsonl").write_text(json.dumps({"answer": "iron", "doc": "wn:iron", "index": 0, "mentions": 3}) + "\n")
+    (old / "info.json").write_text(json.dumps({"documents": len(corpus)}))
+    with pytest.raises(SparringError, match="older format.*sparring corpus build"):
+        Corpus(old).seeds()
 
 
 def test_heldout_questions_are_answerable_but_their_entries_are_withheld(corpus: Corpus, bm25: BM25Retriever):
@@ -126,3 +164,18 @@ def test_a_missing_corpus_is_a_clear_error(tmp_path: Path):
         Corpus(tmp_path / "nothing")
     with pytest.raises(SparringError, match="neither"):
         build_corpus(str(tmp_path / "no-such-source"))
+
+
+def test_setup_rebuilds_a_default_corpus_of_an_older_format(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from sparring.envs.search.cli import requirements
+
+    folder = tmp_path / "corpora" / "default"
+    (folder / "bm25").mkdir(parents=True)
+    (folder / "bm25" / "params.index.json").write_text("{}")
+    (folder / "info.json").write_text(json.dumps({"documents": 3}))
+    monkeypatch.setenv("SPARRING_HOME", str(tmp_path))
+    (corpus_requirement,) = requirements()
+    present, detail = corpus_requirement.check()
+    assert not present and "older format" in detail
+    (folder / "info.json").write_text(json.dumps({"documents": 3, "format": CORPUS_FORMAT}))
+    assert corpus_requirement.check()[0]

@@ -17,7 +17,8 @@ from sparring.envs.search.heldout import accepted_answers, is_heldout
 from sparring.envs.search.propose_env import EXAMPLE_QUESTION, NoisePool, SearchProposeEnv
 from sparring.envs.search.rewards import SearchRewards
 from sparring.envs.search.search_env import EXAMPLE_QUERY
-from sparring.envs.search.validation import GroundingValidator, Proposal, Verdict
+from sparring.envs.search.validation import GroundingValidator, PolicyValidator, Proposal, Verdict
+from sparring.training.game import GAMES
 
 JARGON = {"id": "propose:jargon", "answer": "Jargon File", "hops": 1, "doc": "foldoc:Jargon File"}
 QUESTION = "Which on-line collection of hacker slang definitions is maintained by Eric S. Raymond?"
@@ -192,6 +193,62 @@ def test_a_drawn_question_accepts_what_a_held_out_one_would(corpus: Corpus):
     task = dict(env._task or {})
     _, reward, terminated, *_ = env.step(f"<answer>{task['answers'][-1]}</answer>")
     assert terminated and reward == 1.0
+
+
+def _seed_with_synonyms(corpus: Corpus) -> dict:
+    return next(s for s in corpus.seeds() if s["doc"].startswith("wn:") and len(s["answers"]) >= 3)
+
+
+def test_a_proposed_question_is_validated_and_solved_by_the_seeds_accepted_answers(corpus: Corpus):
+    # A proposed question used to accept only the seed's headword, while the synonyms of a WordNet
+    # seed share its gloss: a solver answering a synonym scored 0, which paid the proposer for a
+    # question with two right answers. Validation and the solver's task now accept the same set.
+    seed = _seed_with_synonyms(corpus)
+    synonym = seed["answers"][-1]
+    asked: list[dict] = []
+    env = SearchProposeEnv(
+        validator=PolicyValidator(lambda prompts: [f"<answer>{synonym}</answer>"] * len(prompts)),
+        solve_rate_fn=lambda task: asked.append(task) or 0.5,
+    )
+    obs, info = env.reset(seed=0, options={"task": {"answer": seed["answer"], "answers": seed["answers"]}})
+    assert info["task_id"].startswith("task:")  # a given task without an id gets one from its content
+    env.step(f"<search>{seed['answer']}</search>")
+    env.step("<search>meaning</search>")
+    _, reward, terminated, _, info = env.step("<question>Which name is given to the thing described here?</question>")
+    outcome = info["outcome"]
+    assert terminated and outcome["valid"] and outcome["validator_answer"] == synonym and reward == 0.5
+    assert outcome["answers"] == seed["answers"] and asked[0]["answers"] == seed["answers"]
+
+    task = GAMES["search"].solver_task(outcome)  # what the trainer's solver groups play
+    assert task is not None and task["answers"] == seed["answers"]
+    solver = SearchAnswerEnv()
+    solver.reset(options={"task": task})
+    assert solver.step(f"<answer>{synonym}</answer>")[1] == 1.0
+
+
+def test_a_question_naming_any_accepted_answer_is_rejected(corpus: Corpus):
+    seed = _seed_with_synonyms(corpus)
+    env = SearchProposeEnv(solve_rate_fn=lambda task: 0.0)
+    env.reset(seed=0, options={"task": {"answer": seed["answer"], "answers": seed["answers"]}})
+    env.step("<search>first words</search>")
+    env.step("<search>second words</search>")
+    _, reward, terminated, _, info = env.step(f"<question>Which other name does {seed['answers'][1]} have?</question>")
+    assert terminated and "answer_in_question" in info["outcome"]["reasons"] and reward == 0.0
+
+
+def test_a_drawn_proposer_task_carries_its_seeds_answers(corpus: Corpus):
+    by_doc = {s["doc"]: s for s in corpus.seeds()}
+    env = SearchProposeEnv()
+    for seed in range(20):
+        _, info = env.reset(seed=seed)
+        task = info["task"]
+        assert task["answers"] == by_doc[task["doc"]]["answers"] and task["answers"][0] == task["answer"]
+
+
+def test_a_proposer_task_with_malformed_answers_is_one_clear_error(corpus: Corpus):
+    env = SearchProposeEnv()
+    with pytest.raises(SparringError, match='"answers"'):
+        env.reset(options={"task": {"answer": "iron", "answers": "iron"}})
 
 
 def test_a_malformed_action_is_an_observation_and_the_turn_counts(corpus: Corpus):

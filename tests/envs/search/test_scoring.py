@@ -46,6 +46,9 @@ def test_rule_filters_name_every_reason():
     assert check_proposal("Which metal rusts, like iron does?", "Iron", ["metal", "rust"], rules) == [
         "answer_in_question"
     ]
+    also = ["Fe", "ferrum"]  # a synonym in the question gives the answer away too
+    assert check_proposal("Which metal is Ferrum?", "iron", ["metal", "rust"], rules, also) == ["answer_in_question"]
+    assert check_proposal("Which metal rusts in moist air?", "iron", ["metal", "rust"], rules, also) == []
     assert check_proposal("Which metal rusts in moist air?", "iron", ["rust", "Rust!"], rules) == [
         "too_few_searches",
         "duplicated_query",
@@ -119,6 +122,19 @@ def test_extract_answer_takes_the_first_line_of_an_unclosed_answer():
     assert extract_answer("<answer> Iron\n\nThe answer is: Iron") == "Iron"
     assert extract_answer("prose first\n<answer>\n\nneon\nmore") == "neon"
     assert extract_answer("<answer>argon</answer> and <answer>neon</answer>") == "argon"
+
+
+def test_validators_accept_any_answer_the_solver_task_will():
+    docs = [{"id": "d", "contents": '"Aachen"\nAachen: a city, also called Aix-la-Chapelle.'}]
+    answers = ["Aachen", "Aken", "Aix-la-Chapelle"]
+    proposal = Proposal("Which city was Charlemagne's northern capital?", "Aachen", docs, answers=answers)
+    assert proposal.accepted() == answers
+    outputs = ["<answer>aix-la-chapelle</answer>", "<answer>Aken</answer>", "<answer>Aachen, or Aken</answer>"]
+    verdicts = PolicyValidator(lambda prompts: outputs[: len(prompts)]).validate([proposal] * 3)
+    assert [v.valid for v in verdicts] == [True, True, False]  # one accepted answer, alone
+    elsewhere = [{"id": "e", "contents": '"Charlemagne"\nHis capital was Aix-la-Chapelle.'}]
+    assert GroundingValidator().validate([Proposal("Which city?", "Aachen", elsewhere, answers=answers)])[0].valid
+    assert not GroundingValidator().validate([Proposal("Which city?", "Aachen", elsewhere)])[0].valid
 
 
 def test_the_policy_validator_grades_by_exact_match_then_the_judge_and_never_takes_the_prompt_example():
