@@ -49,6 +49,11 @@ def test_rule_filters_name_every_reason():
     also = ["Fe", "ferrum"]  # a synonym in the question gives the answer away too
     assert check_proposal("Which metal is Ferrum?", "iron", ["metal", "rust"], rules, also) == ["answer_in_question"]
     assert check_proposal("Which metal rusts in moist air?", "iron", ["metal", "rust"], rules, also) == []
+    # normalisation deletes a hyphen, so the spaced spelling of a hyphenated answer is caught apart
+    spaced = "Which city is also Aix la Chapelle?"
+    assert check_proposal(spaced, "Aachen", ["city", "capital"], rules, ["Aix-la-Chapelle"]) == ["answer_in_question"]
+    assert check_proposal("Which cafe serves it?", "Café Noir", ["cafe", "noir"], rules) == []
+    assert check_proposal("Which is the cafe noir?", "Café Noir", ["cafe", "noir"], rules) == ["answer_in_question"]
     assert check_proposal("Which metal rusts in moist air?", "iron", ["rust", "Rust!"], rules) == [
         "too_few_searches",
         "duplicated_query",
