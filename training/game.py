@@ -24,6 +24,8 @@ group.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -303,13 +305,16 @@ ROLES: tuple[Role, ...] = (
 
 
 def _search_solver_task(outcome: dict[str, Any]) -> dict[str, Any] | None:
+    """A valid question's solver task; its id hashes the whole question and its answers.
+
+    A solver group and its proposer's solve rate are keyed by this id, so two different tasks must
+    never share it (a prefix of the question would merge questions that begin alike).
+    """
     if not outcome.get("valid") or not outcome.get("question"):
         return None
-    return {
-        "id": f"proposed:{outcome['question'][:80]}",
-        "question": outcome["question"],
-        "answers": list(outcome.get("answers") or [outcome["answer"]]),
-    }
+    answers = list(outcome.get("answers") or [outcome["answer"]])
+    digest = hashlib.sha256(json.dumps([outcome["question"], answers]).encode()).hexdigest()[:16]
+    return {"id": f"proposed:{digest}", "question": outcome["question"], "answers": answers}
 
 
 def _search_proposer_reward(valid: bool, rate: float | None) -> float:

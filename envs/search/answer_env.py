@@ -4,7 +4,8 @@ A task is ``{"id", "question", "answers"}``, given in ``reset(options={"task": .
 validated proposal, a held-out question) or drawn: from ``tasks`` when given, else a
 definition → term question built from a seed answer's entry, accepting the same answers a
 held-out question would (the seed's accepted answers: the entry's title and, for WordNet, its
-synonyms; the corpus bars a seed one of whose answers is held out, see ``corpus.py``).
+synonyms; the corpus bars a seed one of whose answers is held out, see ``corpus.py``); a
+question whose gloss names one of its answers is not drawn.
 The outcome reward is 1 for a correct ``<answer>`` (exact match after SQuAD normalisation;
 token F1 when configured) and 0 otherwise; the outcome holds both EM and F1. The example answer
 the instructions show earns 0 (``outcome["copied_example"]``) unless it is the task's answer.
@@ -15,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from sparring import SparringError
+from sparring.envs.search.filters import gives_away
 from sparring.envs.search.heldout import question_for
 from sparring.envs.search.rewards import SearchRewards, solver_reward
 from sparring.envs.search.scoring import exact_match, max_over_answers
@@ -71,7 +73,8 @@ class SearchAnswerEnv(SearchToolEnv):
             doc = self.corpus.document(int(seed["index"]))
             doc["title"] = seed["answer"]
             question = question_for(doc)
-            if question:
+            # A gloss that names a synonym would be answered by copying it from the question.
+            if question and not any(gives_away(a, question) for a in seed["answers"]):
                 return {"id": f"answer:{doc['id']}", "question": question, "answers": list(seed["answers"])}
         raise SparringError(
             f"could not draw a question from corpus {self.corpus_name!r}; "

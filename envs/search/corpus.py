@@ -41,8 +41,9 @@ __all__ = [
 ]
 
 #: Version of the on-disk format, in ``info.json``: 2 added each seed's accepted answers and bars
-#: a seed one of whose answers is held out. A corpus of another format must be rebuilt.
-CORPUS_FORMAT = 2
+#: a seed one of whose answers is held out; 3 drops answers that normalise to nothing and bars
+#: seeds that accept a prompt's example answer. A corpus of another format must be rebuilt.
+CORPUS_FORMAT = 3
 #: Name of the corpus that setup builds and the envs use when given none.
 DEFAULT_CORPUS = "default"
 #: dictd databases of the default corpus.
@@ -343,7 +344,9 @@ def build_corpus(
     The corpus is written to a temporary folder next to the target and moved into place at the
     end, so a failed build leaves an earlier build intact.
     """
+    from sparring.envs.search.answer_env import EXAMPLE_ANSWER as SOLVER_EXAMPLE
     from sparring.envs.search.heldout import is_heldout, load_heldout
+    from sparring.envs.search.validation import EXAMPLE_ANSWER as VALIDATOR_EXAMPLE
 
     documents, described = _documents(source)
     if name is None:
@@ -358,7 +361,9 @@ def build_corpus(
         info |= _write_documents(work, documents, described)
         held = {normalize_answer(a) for row in load_heldout(work) for a in row["answers"]}
         progress(f"{info['documents']} documents, {info['heldout']} held-out questions; finding seed answers")
-        info["seeds"] = _write_seeds(work, lambda title: is_heldout(title) or normalize_answer(title) in held)
+        # The answers the prompts show as examples are never a seed's: a copied example is no answer.
+        barred = held | {normalize_answer(SOLVER_EXAMPLE), normalize_answer(VALIDATOR_EXAMPLE)}
+        info["seeds"] = _write_seeds(work, lambda title: is_heldout(title) or normalize_answer(title) in barred)
         (work / "info.json").write_text(json.dumps(info, indent=2))
         if finish is not None:
             progress("building the index")

@@ -4,12 +4,15 @@ Reasons: ``no_question`` (the episode ended without ``<question>``), ``question_
 ``question_too_long``, ``answer_in_question`` (the seed answer, or another answer the question
 accepts such as a synonym, occurs in the question, normalised, in either spelling of its
 separators; see :func:`gives_away`), ``too_few_searches`` (fewer
-distinct searches than required), ``duplicated_query`` (the same normalised query searched twice).
+distinct searches than required), ``duplicated_query`` (the same normalised query searched twice),
+``not_self_contained`` (the question points at documents the validator is shown, such as "Doc 2"
+or "the titles above", instructs its reader, or has markup or a line break: a solver sees no
+documents until it searches, so such a question is written for validation alone).
 """
 
 from __future__ import annotations
 
-import string
+import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,28 +36,63 @@ class ProposalRules:
     """Whether searching the same (normalised) query twice is tolerated."""
 
 
-_PUNCT_TO_SPACE = str.maketrans(string.punctuation, " " * len(string.punctuation))
+# Latin look-alikes of other scripts, lower case: a question must not spell the answer with them.
+_CONFUSABLES = str.maketrans("аеорсухіјѕԁһӏԛԝүкмнтвαεικνορτυχ", "aeopcyxijsdhlqwykmhtbaeiknoptux")
+_CONTEXT_NOUNS = r"(?:docs?|documents?|passages?|texts?|titles?|results?|entries|context|information|snippets?)"
+#: A question is read by a solver who sees no documents until it searches: one that points at
+#: documents it was shown, or instructs the reader, is written for the validator's view alone.
+_NOT_SELF_CONTAINED = re.compile(
+    r"[\n<>]"
+    r"|\bdoc(?:ument)?s?\s*#?\d+\b|\btitles?\s*:"
+    rf"|\b(?:above|below|preceding|following|provided|given|these|those|listed|shown)\s+{_CONTEXT_NOUNS}\b"
+    rf"|\b{_CONTEXT_NOUNS}\s+(?:above|below|provided|given|shown|listed)\b"
+    r"|\b(?:reply|respond|answer|output)\s+(?:with|only|in|using|exactly)\b"
+    r"|\bsearch\s+(?:at\s+least|more|again|twice|several|many|\d+)\b"
+    r"|\b(?:ignore|disregard)\s+(?:(?:the|all|any|previous|prior|above|your)\s+)*"
+    r"(?:instructions?|question|prompt|rules?|documents?|above)\b",
+    re.IGNORECASE,
+)
 
 
-def _spaced(text: str) -> str:
-    """``text`` with accents dropped and punctuation as spaces ("Aix-la-Chapelle" -> "Aix la Chapelle")."""
-    folded = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
-    return folded.translate(_PUNCT_TO_SPACE)
+def _plain(text: str) -> str:
+    """Compatibility forms, no accents or invisible format characters, look-alikes as Latin letters,
+    every punctuation, symbol or space character as a space, and letters spelt one at a time
+    ("I R O N") as one word."""
+    text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text))
+    text = "".join(c for c in text if not unicodedata.combining(c) and unicodedata.category(c) != "Cf")
+    text = "".join(" " if unicodedata.category(c)[0] in "PSZ" else c for c in text.casefold().translate(_CONFUSABLES))
+    words: list[str] = []
+    run: list[str] = []  # single letters in a row
+    for word in [*text.split(), ""]:
+        if len(word) == 1:
+            run.append(word)
+            continue
+        if run:
+            words.append("".join(run))
+            run = []
+        if word:
+            words.append(word)
+    return " ".join(words)
 
 
 def gives_away(answer: str, question: str) -> bool:
-    """Whether ``answer`` occurs in ``question`` as whole words, in either spelling of its separators.
+    """Whether ``answer`` occurs in ``question`` as whole words, however it is spelt.
 
     SQuAD normalisation deletes punctuation, so "Aix-la-Chapelle" normalises to one word and
-    "Aix la Chapelle" in a question would slip past it; both forms are compared, accents folded.
+    "Aix la Chapelle" in a question would slip past it; the answer is also looked for with every
+    separator a space, accents and invisible characters dropped, look-alike letters of other
+    scripts read as Latin, and letters spelt one at a time read as one word.
 
     Example:
         >>> gives_away("Aix-la-Chapelle", "Is it Aix la Chapelle?"), gives_away("Café", "a cafe")
         (True, True)
-        >>> gives_away("iron", "an environment")
-        False
+        >>> gives_away("iron", "It is I R O N."), gives_away("iron", "\u0456ron"), gives_away("iron", "environment")
+        (True, True, False)
     """
-    return answer_in_text(answer, question) or answer_in_text(_spaced(answer), _spaced(question))
+    if answer_in_text(answer, question):
+        return True
+    needle = _plain(answer)
+    return bool(needle.strip()) and f" {needle} " in f" {_plain(question)} "
 
 
 def check_proposal(
@@ -83,6 +121,8 @@ def check_proposal(
             reasons.append("question_too_long")
         if any(gives_away(a, question) for a in (answer, *also)):
             reasons.append("answer_in_question")
+        if _NOT_SELF_CONTAINED.search(question):
+            reasons.append("not_self_contained")
     normalised = [normalize_answer(q) for q in queries if normalize_answer(q)]
     if len(set(normalised)) < rules.min_searches:
         reasons.append("too_few_searches")

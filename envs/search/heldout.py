@@ -103,12 +103,14 @@ def question_for(doc: dict[str, Any]) -> str | None:
 
 def accepted_answers(doc: dict[str, Any]) -> list[str]:
     """The answers a definition question of ``doc`` accepts: the title, plus for WordNet the
-    synonyms of the first sense (they share the gloss the question quotes)."""
+    synonyms of the first sense (they share the gloss the question quotes) that normalise to
+    something (adenine's synonym "A" is an article to SQuAD normalisation, so it would accept an
+    empty answer)."""
     answers = [doc["title"]]
     if doc.get("source") == "wn":
         m = re.search(r"\[syn:([^\]]*)\]", doc["contents"])
         if m and not re.search(r"\s2:", doc["contents"][: m.start()]):
-            answers += [w.strip() for w in m.group(1).split(",") if w.strip()]
+            answers += [w.strip() for w in m.group(1).split(",") if normalize_answer(w)]
     return list(dict.fromkeys(answers))
 
 

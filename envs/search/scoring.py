@@ -29,16 +29,21 @@ def normalize_answer(text: str) -> str:
 
 
 def exact_match(prediction: str, truth: str) -> float:
-    """1.0 when the normalised strings are equal, else 0.0."""
-    return float(normalize_answer(prediction) == normalize_answer(truth))
+    """1.0 when the normalised strings are equal and not empty, else 0.0.
+
+    A truth that normalises to nothing (``"A"``, ``"the"``) matches nothing: otherwise an empty
+    answer, or any article or punctuation, would score as right.
+    """
+    truth = normalize_answer(truth)
+    return float(bool(truth) and normalize_answer(prediction) == truth)
 
 
 def f1_score(prediction: str, truth: str) -> float:
-    """Token-level F1 between the normalised strings."""
+    """Token-level F1 between the normalised strings; 0.0 when either is empty."""
     pred = normalize_answer(prediction).split()
     gold = normalize_answer(truth).split()
     if not pred or not gold:
-        return float(pred == gold)
+        return 0.0
     common = Counter(pred) & Counter(gold)
     same = sum(common.values())
     if same == 0:

@@ -52,10 +52,12 @@ JudgeFn = Callable[[str, str, str], bool]
 
 _ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 _ANSWER_TAG = "<answer>"
-#: The answer the RAG prompt shows as an example; a small model copies it when lost, so it counts
-#: only where it is the seed itself.
+#: The answer the RAG prompt shows as an example; a small model copies it when lost, so it never
+#: validates a question (and the corpus bars seeds that accept it).
 EXAMPLE_ANSWER = "Mars"
-_DOC_CHARS = 1200
+#: Characters of each document the validator reads: what a solver's search result shows
+#: (``SearchToolEnv``'s ``doc_chars``), so no fact validates a question that no solver can read.
+_DOC_CHARS = 600
 
 
 @dataclass
@@ -142,7 +144,10 @@ def rag_prompt(question: str, documents: Sequence[dict[str, Any]]) -> str:
     parts = []
     for n, doc in enumerate(documents, 1):
         title, text = split_contents(doc["contents"])
-        parts.append(f"Doc {n} (Title: {title}) {' '.join(text.split())[:_DOC_CHARS]}")
+        text = " ".join(text.split())
+        if len(text) > _DOC_CHARS:  # cut as a search result is
+            text = text[:_DOC_CHARS].rsplit(" ", 1)[0] + " …"
+        parts.append(f"Doc {n} (Title: {title}) {text}")
     return (
         "Answer the question using only the documents below.\n\n"
         + "\n".join(parts)
@@ -203,11 +208,10 @@ class PolicyValidator:
         verdicts = []
         for proposal, output in zip(proposals, outputs, strict=True):
             predicted = extract_answer(output)
-            accepted = proposal.accepted()
-            same = any(exact_match(predicted, a) for a in accepted)
-            if not same and exact_match(predicted, EXAMPLE_ANSWER):  # copied from the prompt, not read
+            if exact_match(predicted, EXAMPLE_ANSWER):  # copied from the prompt, not read
                 verdicts.append(Verdict(False, ["solver_answered_the_prompt_example"], predicted))
                 continue
+            same = any(exact_match(predicted, a) for a in proposal.accepted())
             if not same and self.judge is not None and predicted:
                 same = bool(self.judge(proposal.question, proposal.answer, predicted))
             reasons = [] if same else [f"solver_answered_other: {predicted[:80]!r}"]

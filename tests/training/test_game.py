@@ -102,7 +102,9 @@ def test_search_proposals_become_solver_groups_and_the_replay_buffer_fills_holes
     assert not [k for k in result.stats if k.startswith("proposer/invalid/") and ":" in k]  # one series a reason
     for r in proposers:  # 1 - solve rate of its own task for a valid question, 0 for an invalid one
         if r.episode.outcome.get("valid"):
-            task_id = f"proposed:{r.episode.outcome['question'][:80]}"
+            task = GAMES["search"].solver_task(r.episode.outcome)
+            assert task is not None
+            task_id = task["id"]
             rate = np.mean([s.reward > 0 for s in solvers if s.episode.task_id == task_id])
             assert r.reward == pytest.approx(1 - rate)
             # its solvers are graded by every answer the seed accepts, as validation was
@@ -110,3 +112,15 @@ def test_search_proposals_become_solver_groups_and_the_replay_buffer_fills_holes
             assert mine and all(a == r.episode.outcome["answers"] == r.episode.task["answers"] for a in mine)
         else:
             assert r.reward == 0.0
+
+
+def test_proposed_search_tasks_that_begin_alike_are_different_groups() -> None:
+    # The id was the question's first 80 characters: questions made from one template merged into
+    # one solver group, and each proposer was paid by the other's solve rate.
+    stem = 'Which word or phrase means "a metallic element that is the most widely used of all the'
+    iron = {"valid": True, "question": stem + ' metals"?', "answer": "iron", "answers": ["iron", "Fe"]}
+    copper = iron | {"question": stem + ' metals, reddish"?', "answer": "copper", "answers": ["copper", "Cu"]}
+    tasks = [GAMES["search"].solver_task(o) for o in (iron, copper, dict(iron), iron | {"answers": ["iron"]})]
+    ids = [t["id"] for t in tasks if t]
+    assert len(ids) == 4 and ids[0] != ids[1] and ids[0] == ids[2] and ids[0] != ids[3]
+    assert GAMES["search"].solver_task(iron | {"valid": False}) is None

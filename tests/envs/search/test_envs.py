@@ -13,9 +13,11 @@ from sparring import SparringError
 from sparring.agents.chat import tool_instructions
 from sparring.envs.search.answer_env import EXAMPLE_ANSWER, SearchAnswerEnv
 from sparring.envs.search.corpus import Corpus
+from sparring.envs.search.filters import gives_away
 from sparring.envs.search.heldout import accepted_answers, is_heldout
 from sparring.envs.search.propose_env import EXAMPLE_QUESTION, NoisePool, SearchProposeEnv
 from sparring.envs.search.rewards import SearchRewards
+from sparring.envs.search.scoring import normalize_answer
 from sparring.envs.search.search_env import EXAMPLE_QUERY
 from sparring.envs.search.validation import GroundingValidator, PolicyValidator, Proposal, Verdict
 from sparring.training.game import GAMES
@@ -174,6 +176,17 @@ def test_the_solver_is_rewarded_by_exact_match(corpus: Corpus):
     assert f1_env.step("<answer>cast iron</answer>")[1] == pytest.approx(2 / 3)
 
 
+@pytest.mark.parametrize("answer", ["", "the", ".", "A", '{"name": "answer", "arguments": {"answer": ""}}'])
+def test_an_answer_that_normalises_to_nothing_scores_nothing(corpus: Corpus, answer: str):
+    # WordNet lists "A" as a synonym of adenine; SQuAD normalisation makes it an empty string
+    env = SearchAnswerEnv()
+    env.reset(options={"task": {"id": "t", "question": "Which base pairs with thymine?", "answers": ["adenine", "A"]}})
+    action = f"<tool_call>{answer}</tool_call>" if answer.startswith("{") else f"<answer>{answer}</answer>"
+    _, reward, terminated, _, info = env.step(action)
+    assert terminated and reward == 0.0 and info["outcome"]["em"] == 0.0
+    assert not [s for s in corpus.seeds() if any(not normalize_answer(a) for a in s["answers"])]
+
+
 def test_a_drawn_question_accepts_what_a_held_out_one_would(corpus: Corpus):
     # A drawn WordNet question used to accept only its seed's headword: a synonym that shares the
     # quoted gloss scored 0 in training and 1 in evaluation.
@@ -186,6 +199,7 @@ def test_a_drawn_question_accepts_what_a_held_out_one_would(corpus: Corpus):
         doc = corpus.document(index[task["id"].removeprefix("answer:")])
         assert task["answers"] == accepted_answers(doc | {"title": task["answers"][0]})
         assert not any(map(is_heldout, task["answers"]))
+        assert not any(gives_away(a, task["question"]) for a in task["answers"])  # nothing to copy
         if len(task["answers"]) > 1:
             with_synonyms.append(seed)
     assert with_synonyms
