@@ -168,6 +168,8 @@ class Game:
     draws_tasks: Callable[[TrainConfig], bool] = lambda config: True
     proposer_kwargs: Callable[[Any, TrainConfig], dict[str, Any]] = lambda policy, config: {}
     """Extra proposer env arguments, given the policy (search: a validator that answers with it)."""
+    preflight: Callable[[TrainConfig], None] = lambda config: None
+    """Raises one clear SparringError when what the game's envs need is missing (search: a current corpus)."""
 
 
 # ---------------------------------------------------------------------------------- the roles
@@ -329,6 +331,16 @@ def _swe_proposer_reward(valid: bool, rate: float | None) -> float:
     return injector_reward(valid, rate)
 
 
+def _search_preflight(config: TrainConfig) -> None:
+    from sparring.envs.search.corpus import Corpus
+
+    corpus = Corpus.open()  # the envs' default corpus: missing or of an older format is one sentence
+    try:
+        corpus.seeds()
+    finally:
+        corpus.close()
+
+
 def _search_proposer_kwargs(policy: Any, config: TrainConfig) -> dict[str, Any]:
     from sparring.agents.answering import generator_answer_fn
     from sparring.envs.search.validation import PolicyValidator
@@ -346,6 +358,7 @@ GAMES: dict[str, Game] = {
         solver_task=_search_solver_task,
         proposer_reward=_search_proposer_reward,
         proposer_kwargs=_search_proposer_kwargs,
+        preflight=_search_preflight,
     ),
     "swe": Game(
         "swe",

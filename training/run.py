@@ -19,6 +19,7 @@ from sparring import SparringError
 from sparring.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from sparring.training.config import TrainConfig
 from sparring.training.demos import demonstrations
+from sparring.training.game import GAMES
 from sparring.training.memory import limit_arenas, peak_rss_gib, release
 from sparring.training.metrics import MetricsLog, plot, read_log, summary_table
 from sparring.training.trainer import Trainer, UpdateStats
@@ -79,6 +80,8 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
         raise SparringError(f"no checkpoint to resume in {out / 'checkpoints'}; run without --resume to start.")
     if not resume and latest_checkpoint(out) is not None:
         raise SparringError(f"{out} already holds a run; pass --resume to continue it or out=NEW_FOLDER to start anew.")
+    for name in config.games:  # what the envs need, before minutes of loading and playing
+        GAMES[name].preflight(config)
     t0 = time.perf_counter()
     trainer = trainer or Trainer(config)
     main = trainer.accelerator.is_main_process

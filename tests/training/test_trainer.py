@@ -209,3 +209,15 @@ def test_two_ranks_with_gloo_end_an_update_with_identical_parameters(tiny_model_
     first, second = result["checksums"]
     assert first == second  # the gradient all-reduce kept the two replicas identical
     assert result["reduced"] == {"rank": 0.5, "tokens": 4.5}
+
+
+def test_a_search_run_without_a_current_corpus_stops_before_loading_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sparring.training.run import run_training
+
+    monkeypatch.setenv("SPARRING_HOME", str(tmp_path / "home"))  # no corpus built there
+    config = load_config(None, ["games=search", f"out={tmp_path / 'run'}"])
+    with pytest.raises(SparringError, match="sparring corpus build"):
+        run_training(config)
+    assert not (tmp_path / "run").exists()
