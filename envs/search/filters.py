@@ -6,7 +6,7 @@ accepts such as a synonym, occurs in the question, normalised, in either spellin
 separators; see :func:`gives_away`), ``too_few_searches`` (fewer
 distinct searches than required), ``duplicated_query`` (the same normalised query searched twice),
 ``not_self_contained`` (the question points at documents the validator is shown, such as "Doc 2"
-or "the titles above", instructs its reader, or has markup or a line break: a solver sees no
+or "the titles above", instructs its reader, or has a line break or the tags of the tool protocol: a solver sees no
 documents until it searches, so such a question is written for validation alone).
 """
 
@@ -42,7 +42,7 @@ _CONTEXT_NOUNS = r"(?:docs?|documents?|passages?|texts?|titles?|results?|entries
 #: A question is read by a solver who sees no documents until it searches: one that points at
 #: documents it was shown, or instructs the reader, is written for the validator's view alone.
 _NOT_SELF_CONTAINED = re.compile(
-    r"[\n<>]"
+    r"\n|</?\s*(?:answer|search|question|information|tool_call|tool_response|think)\b|<\|"
     r"|\bdoc(?:ument)?s?\s*#?\d+\b|\btitles?\s*:"
     rf"|\b(?:above|below|preceding|following|provided|given|these|those|listed|shown)\s+{_CONTEXT_NOUNS}\b"
     rf"|\b{_CONTEXT_NOUNS}\s+(?:above|below|provided|given|shown|listed)\b"
