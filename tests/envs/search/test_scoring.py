@@ -15,6 +15,7 @@ from sparring.envs.search.validation import (
     Verdict,
     extract_answer,
     validate_safely,
+    validation_prompt,
 )
 
 
@@ -203,3 +204,16 @@ def test_the_policy_validator_grades_by_exact_match_then_the_judge_and_never_tak
         Verdict(False, ["solver_answered_the_prompt_example"], "Mars"),  # even where it is the seed
     ]
     assert asked == [("Which element is this? [seed:ferrum]", "ferrum", "Fe")]
+
+
+def test_validation_reads_each_document_as_a_search_result_shows_it():
+    # A fact past what a solver's search result shows would validate a question no solver can read.
+    from sparring.envs.search.documents import Hit
+    from sparring.envs.search.search_env import SearchToolEnv, format_information
+
+    text = " ".join(f"word{i}" for i in range(400)) + " HIDDEN"
+    doc = {"id": "d", "contents": f'"Long"\n{text}'}
+    prompt = validation_prompt(Proposal("Which word comes last in the entry?", "HIDDEN", [doc]))
+    assert "HIDDEN" not in prompt.split("Question:")[0]
+    shown = format_information([Hit(0, "d", doc["contents"], 1.0)], SearchToolEnv.__init__.__kwdefaults__["doc_chars"])
+    assert shown.removeprefix("<information>").removesuffix("</information>") in prompt
