@@ -19,7 +19,7 @@ from sparring import SparringError
 from sparring.envs.search.filters import gives_away
 from sparring.envs.search.heldout import question_for
 from sparring.envs.search.rewards import SearchRewards, solver_reward
-from sparring.envs.search.scoring import exact_match, max_over_answers
+from sparring.envs.search.scoring import SOLVER_EXAMPLE_ANSWER, exact_match, max_over_answers
 from sparring.envs.search.search_env import EXAMPLE_QUERY, SearchToolEnv
 from sparring.envs.tools import tool
 
@@ -27,7 +27,7 @@ __all__ = ["EXAMPLE_ANSWER", "SearchAnswerEnv"]
 
 #: The answer the instructions show; it scores 0 unless it is one of the task's answers (a copied
 #: example is no answer), so it is one that no question of the default corpus has.
-EXAMPLE_ANSWER = "Guido van Rossum"
+EXAMPLE_ANSWER = SOLVER_EXAMPLE_ANSWER
 
 PROMPT = f"""Answer the question. You can search the corpus with a few keywords, e.g. \
 <search>{EXAMPLE_QUERY}</search>; results come back between <information> and </information>. \

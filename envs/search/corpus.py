@@ -30,7 +30,7 @@ import numpy as np
 
 from sparring import SparringError, sparring_home
 from sparring.envs.search.documents import format_contents, split_contents
-from sparring.envs.search.scoring import normalize_answer
+from sparring.envs.search.scoring import EXAMPLE_ANSWERS, normalize_answer
 
 __all__ = [
     "CORPUS_FORMAT",
@@ -344,9 +344,7 @@ def build_corpus(
     The corpus is written to a temporary folder next to the target and moved into place at the
     end, so a failed build leaves an earlier build intact.
     """
-    from sparring.envs.search.answer_env import EXAMPLE_ANSWER as SOLVER_EXAMPLE
     from sparring.envs.search.heldout import is_heldout, load_heldout
-    from sparring.envs.search.validation import EXAMPLE_ANSWER as VALIDATOR_EXAMPLE
 
     documents, described = _documents(source)
     if name is None:
@@ -362,7 +360,7 @@ def build_corpus(
         held = {normalize_answer(a) for row in load_heldout(work) for a in row["answers"]}
         progress(f"{info['documents']} documents, {info['heldout']} held-out questions; finding seed answers")
         # The answers the prompts show as examples are never a seed's: a copied example is no answer.
-        barred = held | {normalize_answer(SOLVER_EXAMPLE), normalize_answer(VALIDATOR_EXAMPLE)}
+        barred = held | {normalize_answer(a) for a in EXAMPLE_ANSWERS}
         info["seeds"] = _write_seeds(work, lambda title: is_heldout(title) or normalize_answer(title) in barred)
         (work / "info.json").write_text(json.dumps(info, indent=2))
         if finish is not None:

@@ -10,7 +10,23 @@ import re
 import string
 from collections import Counter
 
-__all__ = ["answer_in_text", "exact_match", "f1_score", "max_over_answers", "normalize_answer"]
+__all__ = [
+    "EXAMPLE_ANSWERS",
+    "SOLVER_EXAMPLE_ANSWER",
+    "VALIDATION_EXAMPLE_ANSWER",
+    "answer_in_text",
+    "exact_match",
+    "f1_score",
+    "max_over_answers",
+    "normalize_answer",
+]
+
+#: The answer the solver's instructions show (``SearchAnswer-v0``).
+SOLVER_EXAMPLE_ANSWER = "Guido van Rossum"
+#: The answer RAG validation's prompt shows; a small model copies it when lost.
+VALIDATION_EXAMPLE_ANSWER = "Mars"
+#: A copied example is no answer: it never scores or validates, and the corpus bars seeds that accept one.
+EXAMPLE_ANSWERS = (SOLVER_EXAMPLE_ANSWER, VALIDATION_EXAMPLE_ANSWER)
 
 _ARTICLES_RE = re.compile(r"\b(a|an|the)\b")
 _PUNCT_TABLE = str.maketrans("", "", string.punctuation)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from sparring.envs.search.documents import split_contents
-from sparring.envs.search.scoring import answer_in_text, exact_match
+from sparring.envs.search.scoring import VALIDATION_EXAMPLE_ANSWER, answer_in_text, exact_match
 
 __all__ = [
     "AnswerFn",
@@ -54,7 +54,7 @@ _ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 _ANSWER_TAG = "<answer>"
 #: The answer the RAG prompt shows as an example; a small model copies it when lost, so it never
 #: validates a question (and the corpus bars seeds that accept it).
-EXAMPLE_ANSWER = "Mars"
+EXAMPLE_ANSWER = VALIDATION_EXAMPLE_ANSWER
 #: Characters of each document the validator reads: what a solver's search result shows
 #: (``SearchToolEnv``'s ``doc_chars``), so no fact validates a question that no solver can read.
 _DOC_CHARS = 600

@@ -9,14 +9,12 @@ import numpy as np
 import pytest
 
 from sparring import SparringError
-from sparring.envs.search.answer_env import EXAMPLE_ANSWER as SOLVER_EXAMPLE
 from sparring.envs.search.corpus import CORPUS_FORMAT, Corpus, _write_seeds, build_corpus
 from sparring.envs.search.dictd import decode_offset
 from sparring.envs.search.documents import format_contents, split_contents
 from sparring.envs.search.heldout import is_heldout, load_heldout
 from sparring.envs.search.retrieval import BM25Retriever, build_bm25
-from sparring.envs.search.scoring import answer_in_text, normalize_answer
-from sparring.envs.search.validation import EXAMPLE_ANSWER as VALIDATOR_EXAMPLE
+from sparring.envs.search.scoring import EXAMPLE_ANSWERS, answer_in_text, normalize_answer
 
 
 def test_default_corpus_has_every_dictd_source_and_over_100k_documents(corpus: Corpus):
@@ -55,7 +53,7 @@ def test_seed_answers_are_mentioned_elsewhere_and_never_held_out(corpus: Corpus)
     for seed in seeds[::50]:
         assert seed["mentions"] >= 3
         assert corpus.document(seed["index"])["id"] == seed["doc"]
-    examples = {normalize_answer(SOLVER_EXAMPLE), normalize_answer(VALIDATOR_EXAMPLE)}  # "mars" was a seed
+    examples = {normalize_answer(a) for a in EXAMPLE_ANSWERS}  # "mars" was a seed
     for seed in seeds:  # no accepted answer (a WordNet synonym included) is held out or a prompt's example
         assert seed["answers"][0] == seed["answer"]
         assert not any(is_heldout(a) or normalize_answer(a) in held | examples for a in seed["answers"]), seed
