@@ -6,12 +6,13 @@ hop count. The proposer searches, working backwards from the answer, then submit
 ``<question>…</question>``. The question must pass the rule filters (``filters.py``), must not be
 the prompt's example question (``copied_example``), and must pass RAG validation
 (``validation.py``): the solver role, given every document the proposer retrieved plus
-``noise_docs`` distractors and no search, must give one of the task's answers. A valid question's
-solver task accepts the same answers, so an answer in a synonym's words is graded alike in
-validation and in solving; no answer the task accepts may occur in the question. Validation
-needs a model, so pass ``validator=PolicyValidator(...)`` over the policy (as the trainer does); without one the env
-only runs the model-free :class:`~sparring.envs.search.validation.GroundingValidator`, and
-``outcome["validator"]`` says ``"grounding"``.
+``noise_docs`` distractors and no search, must give one of the task's answers. A valid
+question's solver task accepts the same answers, so an answer in a synonym's words is graded
+alike in validation and in solving; no answer the task accepts may occur in the question.
+Validation needs a model, so pass ``validator=PolicyValidator(...)`` over the policy (as the
+trainer does); without one the env only runs the model-free
+:class:`~sparring.envs.search.validation.GroundingValidator`, and ``outcome["validator"]`` says
+``"grounding"``.
 
 Reward: ``rewards.proposer_invalid`` (0) for an invalid question. A valid question's reward is
 ``1 − solve rate`` (:func:`~sparring.envs.search.rewards.proposer_reward`), which needs solver
@@ -115,8 +116,8 @@ class SearchProposeEnv(SearchToolEnv):
                 pool is made when None.
             max_hops: Hop counts are drawn from 1..max_hops.
             solve_rate_fn: Given the validated task (``question``, ``answers``: the seed's accepted
-                answers), returns the solve
-                rate of the solver; when set, valid questions get ``1 − solve rate`` at once.
+                answers), returns the solver's solve rate; when set, valid questions get
+                ``1 − solve rate`` at once.
             seed_sources: Draw seeds only from documents of these sources (the id prefix before
                 ``:``, e.g. ``("foldoc", "jargon")``); None draws from every source.
             **kwargs: See :class:`~sparring.envs.search.search_env.SearchToolEnv`.
