@@ -123,10 +123,12 @@ class Corpus:
         if self._seeds is None:
             path = self.folder / "seeds.jsonl"
             info = self.folder / "info.json"
-            if path.is_file() and (not info.is_file() or json.loads(info.read_text()).get("format") != CORPUS_FORMAT):
+            built = json.loads(info.read_text()).get("format", 1) if info.is_file() else 1
+            if path.is_file() and built != CORPUS_FORMAT:
                 raise SparringError(
-                    f"the corpus in {self.folder} was built in an older format (its seeds lack their accepted "
-                    "answers); rebuild it with `sparring corpus build` (`sparring setup` rebuilds the default one)."
+                    f"the corpus in {self.folder} was built in an older format ({built}, now {CORPUS_FORMAT}: "
+                    "seeds with their accepted answers); rebuild it with `sparring corpus build` "
+                    "(`sparring setup` rebuilds the default one)."
                 )
             self._seeds = [json.loads(line) for line in path.open()] if path.is_file() else []
         return self._seeds
