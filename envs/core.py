@@ -22,12 +22,22 @@ from sparring import SparringError
 from sparring.envs.spaces import UnicodeText
 from sparring.envs.tools import ToolCall, ToolCallError, parse_tool_call, tool_spec
 
-__all__ = ["EPISODE_SCHEMA_VERSION", "Episode", "TextEnv", "Turn"]
+__all__ = ["EPISODE_SCHEMA_VERSION", "Episode", "TextEnv", "Turn", "content_id"]
 
 #: Version of the episode record format. 1: the env's record alone (lines carry no version);
 #: 2: with ``group_id``, ``sampling``, ``weights_version`` and ``schema_version`` (what training needs:
 #: the group of attempts, how it was sampled, and how stale its weights were).
 EPISODE_SCHEMA_VERSION = 2
+
+
+def content_id(task: dict[str, Any], prefix: str = "task") -> str:
+    """A task id from its whole content: ``prefix:`` and 16 hex digits of a SHA-256 of its JSON.
+
+    Tasks that differ anywhere get different ids; a prefix of their text would merge those that
+    begin alike.
+    """
+    return f"{prefix}:{hashlib.sha256(json.dumps(task, sort_keys=True, default=str).encode()).hexdigest()[:16]}"
+
 
 # --------------------------------------------------------------------------- records
 
@@ -214,15 +224,14 @@ class TextEnv(gym.Env[str, str]):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """Start an episode on ``options["task"]`` or on a task drawn with ``self.np_random``.
 
-        A given task without an ``"id"`` gets one from its content (``task:`` and 12 hex digits).
+        A given task without an ``"id"`` gets one from its content (:func:`content_id`).
         """
         super().reset(seed=seed)
         task = (options or {}).get("task") or self._draw_task()
         if not isinstance(task, dict):
             raise SparringError(f'options["task"] must be a dict (a JSON object), not {type(task).__name__}.')
         if "id" not in task:
-            digest = hashlib.sha256(json.dumps(task, sort_keys=True, default=str).encode()).hexdigest()
-            task = {"id": f"task:{digest[:12]}", **task}
+            task = {"id": content_id(task), **task}
         self._task = task
         self._turn = 0
         self._done = False

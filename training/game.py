@@ -24,8 +24,6 @@ group.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +32,7 @@ import numpy as np
 
 from sparring.agents.generation import SamplingParams
 from sparring.agents.runner import AGENT_ERROR, EpisodeRunner, EpisodeSpec, RunnerConfig
-from sparring.envs.core import Episode
+from sparring.envs.core import Episode, content_id
 from sparring.training.config import TrainConfig
 
 __all__ = ["GAMES", "Game", "IterationResult", "ReplayBuffer", "Role", "Rollout", "end_reason", "play_iteration"]
@@ -307,16 +305,15 @@ ROLES: tuple[Role, ...] = (
 
 
 def _search_solver_task(outcome: dict[str, Any]) -> dict[str, Any] | None:
-    """A valid question's solver task; its id hashes the whole question and its answers.
+    """A valid question's solver task, its id from its whole content.
 
     A solver group and its proposer's solve rate are keyed by this id, so two different tasks must
-    never share it (a prefix of the question would merge questions that begin alike).
+    never share it.
     """
     if not outcome.get("valid") or not outcome.get("question"):
         return None
-    answers = list(outcome.get("answers") or [outcome["answer"]])
-    digest = hashlib.sha256(json.dumps([outcome["question"], answers]).encode()).hexdigest()[:16]
-    return {"id": f"proposed:{digest}", "question": outcome["question"], "answers": answers}
+    task = {"question": outcome["question"], "answers": list(outcome.get("answers") or [outcome["answer"]])}
+    return {"id": content_id(task, "proposed"), **task}
 
 
 def _search_proposer_reward(valid: bool, rate: float | None) -> float:
@@ -336,7 +333,7 @@ def _search_preflight(config: TrainConfig) -> None:
 
     corpus = Corpus.open()  # the envs' default corpus: missing or of an older format is one sentence
     try:
-        corpus.seeds()
+        corpus.require_current_format()
     finally:
         corpus.close()
 

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 
 from sparring import SparringError, print_figures
-from sparring.envs.search.corpus import CORPUS_FORMAT, DEFAULT_CORPUS, corpus_dir
+from sparring.envs.search.corpus import CORPUS_FORMAT, DEFAULT_CORPUS, built_format, corpus_dir
 
 __all__ = ["register", "requirements"]
 
@@ -24,9 +24,9 @@ def _default_corpus_state() -> tuple[bool, str]:
     folder = corpus_dir(DEFAULT_CORPUS)
     if not (folder / "bm25" / "params.index.json").is_file() or not (folder / "info.json").is_file():
         return False, f"not built in {folder}"
+    if (built := built_format(folder)) != CORPUS_FORMAT:
+        return False, f"built in an older format ({built}, now {CORPUS_FORMAT}) in {folder}"
     info = json.loads((folder / "info.json").read_text())
-    if info.get("format") != CORPUS_FORMAT:
-        return False, f"built in an older format ({info.get('format', 1)}, now {CORPUS_FORMAT}) in {folder}"
     return True, f"{info['documents']} documents, BM25 index ({folder})"
 
 

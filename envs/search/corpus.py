@@ -37,6 +37,7 @@ __all__ = [
     "DEFAULT_CORPUS",
     "Corpus",
     "build_corpus",
+    "built_format",
     "corpus_dir",
 ]
 
@@ -55,6 +56,12 @@ MAX_SEED_MENTIONS = 1000
 _SEED_MAX_WORDS = 4
 _SEED_TITLE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*\.?(?:[ -][A-Za-z0-9]+\.?)*$")
 _TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst"}
+
+
+def built_format(folder: Path) -> int:
+    """The format a corpus folder was built in (``info.json``'s ``"format"``; 1 before it was written)."""
+    info = Path(folder) / "info.json"
+    return int(json.loads(info.read_text()).get("format", 1)) if info.is_file() else 1
 
 
 def corpus_dir(name_or_path: str | Path = DEFAULT_CORPUS) -> Path:
@@ -122,16 +129,20 @@ class Corpus:
         first, then, for WordNet, the first sense's synonyms)."""
         if self._seeds is None:
             path = self.folder / "seeds.jsonl"
-            info = self.folder / "info.json"
-            built = json.loads(info.read_text()).get("format", 1) if info.is_file() else 1
-            if path.is_file() and built != CORPUS_FORMAT:
-                raise SparringError(
-                    f"the corpus in {self.folder} was built in an older format ({built}, now {CORPUS_FORMAT}: "
-                    "seeds with their accepted answers); rebuild it with `sparring corpus build` "
-                    "(`sparring setup` rebuilds the default one)."
-                )
+            if path.is_file():
+                self.require_current_format()
             self._seeds = [json.loads(line) for line in path.open()] if path.is_file() else []
         return self._seeds
+
+    def require_current_format(self) -> None:
+        """Raise one clear SparringError when the corpus was built in another format than :data:`CORPUS_FORMAT`."""
+        built = built_format(self.folder)
+        if built != CORPUS_FORMAT:
+            raise SparringError(
+                f"the corpus in {self.folder} was built in an older format ({built}, now {CORPUS_FORMAT}: "
+                "seeds with their accepted answers); rebuild it with `sparring corpus build` "
+                "(`sparring setup` rebuilds the default one)."
+            )
 
     def close(self) -> None:
         """Release the memory map (idempotent)."""
@@ -235,12 +246,12 @@ def _seed_candidate(title: str) -> bool:
     return len(title.split()) <= _SEED_MAX_WORDS and 3 <= len(title) <= 40 and bool(_SEED_TITLE_RE.match(title))
 
 
-def _write_seeds(folder: Path, is_heldout: Callable[[str], bool]) -> int:
+def _write_seeds(folder: Path, is_barred: Callable[[str], bool]) -> int:
     """Write ``seeds.jsonl``: each candidate title's first entry, with the answers it accepts.
 
-    A title is barred when any of its entries accepts a held-out answer (a WordNet synonym that is
-    a held-out headword): that entry shares the held-out question's gloss, so neither a drawn
-    question nor a proposer's question about the title may be made from it.
+    A title is barred when any of its entries accepts a barred answer (``is_barred``: held out, or
+    a prompt's example). A WordNet synonym that is a held-out headword shares the held-out
+    question's gloss, so neither a drawn question nor a proposer's question may be made from it.
     """
     from sparring.envs.search.heldout import accepted_answers
 
@@ -248,15 +259,15 @@ def _write_seeds(folder: Path, is_heldout: Callable[[str], bool]) -> int:
     try:
         titles: dict[str, int] = {}
         display: dict[str, tuple[str, str, list[str]]] = {}
-        barred: set[str] = set()
+        barred_keys: set[str] = set()
         for i, doc in enumerate(corpus.documents()):
             title = doc.get("title") or split_contents(doc["contents"])[0]
             key = normalize_answer(title)
-            if not key or key in barred or not _seed_candidate(title):
+            if not key or key in barred_keys or not _seed_candidate(title):
                 continue
             answers = accepted_answers(doc | {"title": title})
-            if any(map(is_heldout, answers)):
-                barred.add(key)
+            if any(map(is_barred, answers)):
+                barred_keys.add(key)
                 titles.pop(key, None)
                 display.pop(key, None)
             elif key not in titles:

@@ -2,12 +2,12 @@
 
 Reasons: ``no_question`` (the episode ended without ``<question>``), ``question_too_short``,
 ``question_too_long``, ``answer_in_question`` (the seed answer, or another answer the question
-accepts such as a synonym, occurs in the question, normalised, in either spelling of its
-separators; see :func:`gives_away`), ``too_few_searches`` (fewer
-distinct searches than required), ``duplicated_query`` (the same normalised query searched twice),
-``not_self_contained`` (the question points at documents the validator is shown, such as "Doc 2"
-or "the titles above", instructs its reader, or has a line break or the tags of the tool protocol: a solver sees no
-documents until it searches, so such a question is written for validation alone).
+accepts such as a synonym, occurs in the question, however it is spelt; see :func:`gives_away`),
+``too_few_searches`` (fewer distinct searches than required), ``duplicated_query`` (the same
+normalised query searched twice), ``not_self_contained`` (the question points at documents the
+validator is shown, such as "Doc 2" or "the titles above", instructs its reader, or has a line
+break or the tags of the tool protocol: a solver sees no documents until it searches, so such a
+question is written for validation alone).
 """
 
 from __future__ import annotations
