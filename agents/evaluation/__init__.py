@@ -1,4 +1,4 @@
-"""Evaluation on held-out repositories and questions: ``sparring eval swe|search|compare``.
+"""Evaluation on held-out repositories and questions: ``sparring eval swe|search|search-propose|compare``.
 
 A model SPEC (:mod:`~.specs`) names the policy; an instance set (held-out bugs, held-out
 questions) is played through :class:`~sparring.agents.runner.EpisodeRunner`, greedy, with one
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from sparring.agents.evaluation.compare import compare_reports, comparison_markdown
 from sparring.agents.evaluation.config import EvalConfig
+from sparring.agents.evaluation.propose import ProposeEvalConfig, evaluate_propose, run_propose_eval
 from sparring.agents.evaluation.records import EvalInterrupted
 from sparring.agents.evaluation.reports import load_report, write_report
 from sparring.agents.evaluation.search import SearchEvalConfig, evaluate_search, run_search_eval
@@ -27,15 +28,18 @@ __all__ = [
     "EvalConfig",
     "EvalInterrupted",
     "ModelSpec",
+    "ProposeEvalConfig",
     "SWEEvalConfig",
     "SearchEvalConfig",
     "compare_reports",
     "comparison_markdown",
+    "evaluate_propose",
     "evaluate_search",
     "evaluate_swe",
     "load_policy",
     "load_report",
     "parse_spec",
+    "run_propose_eval",
     "run_search_eval",
     "run_swe_eval",
     "write_report",

@@ -1,4 +1,4 @@
-"""The ``sparring eval`` commands: ``swe``, ``search`` (options from their config dataclasses) and ``compare``."""
+"""The ``sparring eval`` commands: ``swe``, ``search``, ``search-propose`` (options from dataclasses), ``compare``."""
 
 from __future__ import annotations
 
@@ -38,6 +38,12 @@ def _eval_search(config: Any) -> None:
     _run(run_search_eval, config)
 
 
+def _eval_propose(config: Any) -> None:
+    from sparring.agents.evaluation.propose import run_propose_eval
+
+    _run(run_propose_eval, config)
+
+
 def _eval_compare(
     a: str = typer.Argument(..., help="Report A: a report.json or an evaluation folder."),
     b: str = typer.Argument(..., help="Report B, compared with A on their common instances."),
@@ -51,7 +57,8 @@ def _eval_compare(
 
 
 def register(groups: dict[str, typer.Typer]) -> None:
-    """Add ``eval swe``, ``eval search`` and ``eval compare``."""
+    """Add ``eval swe``, ``eval search``, ``eval search-propose`` and ``eval compare``."""
+    from sparring.agents.evaluation.propose import ProposeEvalConfig
     from sparring.agents.evaluation.search import SearchEvalConfig
     from sparring.agents.evaluation.swe import SWEEvalConfig
     from sparring.config_cli import config_command
@@ -66,4 +73,10 @@ def register(groups: dict[str, typer.Typer]) -> None:
         "plots to --out. Rerun the same command to resume."
     )
     groups["eval"].command("search")(config_command(SearchEvalConfig, _eval_search, search_help))
+    propose_help = (
+        "Play the search game's proposer on seed answers drawn from the corpus: the valid-question rate (rule filters "
+        "and RAG validation by --validator), its rejection reasons and searches; write report.json, report.md and "
+        "plots to --out. Rerun the same command to resume."
+    )
+    groups["eval"].command("search-propose")(config_command(ProposeEvalConfig, _eval_propose, propose_help))
     groups["eval"].command("compare")(_eval_compare)

@@ -14,9 +14,13 @@ from sparring.agents.runner import RunnerConfig
 __all__ = ["GROUPS", "HEADLINE", "EvalConfig", "check_split", "out_dir", "run_identity", "runner_config"]
 
 #: The headline metric of each domain, as reports name it.
-HEADLINE = {"swe": "solve rate", "search": "EM"}
+HEADLINE = {"swe": "solve rate", "search": "EM", "search-propose": "valid rate"}
 #: How each domain's instances are grouped (``group``, ``kind``), as reports name it.
-GROUPS = {"swe": ("repository", "bug kind"), "search": ("source", "question kind")}
+GROUPS = {
+    "swe": ("repository", "bug kind"),
+    "search": ("source", "question kind"),
+    "search-propose": ("seed source", "hops"),
+}
 
 
 @dataclass
@@ -25,7 +29,7 @@ class EvalConfig:
 
     model: str = "default"
     """Model SPEC: default, a hub id or local folder, a training checkpoint folder, openai:URL#MODEL, vllm:MODEL,
-    or scripted:oracle|do-nothing|retrieval-floor|definition-search."""
+    or scripted:oracle|do-nothing|retrieval-floor|definition-search|definition-proposer."""
     chat_only: bool = False
     """With an openai: SPEC: a chat-only API (hosted models): messages, not token ids."""
     split: str = "heldout"

@@ -70,14 +70,14 @@ def draw_plots(out: Path, report: dict[str, Any]) -> list[str]:
         paths.append(str(path))
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    if domain == "swe":
+    if domain != "search":
         _bars(axes[0], report["by_group"], f"{headline} by {group_name}", headline)
     else:
         _bars(axes[0], {"EM": report["summary"]["score"], "F1": report["summary"]["f1"]}, "overall", "score")
     _bars(axes[1], report["by_kind"], f"{headline} by {kind_name}", headline)
     save(fig, "scores.png")
 
-    usage = ("turns", "tokens", "searches") if domain == "search" else ("turns", "tokens")
+    usage = ("turns", "tokens") if domain == "swe" else ("turns", "tokens", "searches")
     fig, axes = plt.subplots(1, len(usage), figsize=(5.5 * len(usage), 4.2))
     records = report["records"]
     for ax, key in zip(axes, usage, strict=True):

@@ -33,6 +33,7 @@ def summarize(domain: str, records: list[dict[str, Any]]) -> dict[str, Any]:
         summary["f1"] = mean_ci(_values(records, "f1"))
         if any("judged" in r for r in records):
             summary["judged"] = mean_ci([float(r.get("judged") or 0.0) for r in records])
+    if domain in ("search", "search-propose"):
         summary["searches"] = mean_ci(_values(records, "searches"))
     summary["turns"] = mean_ci(_values(records, "turns"))
     summary["tokens"] = mean_ci(_values(records, "tokens"))
@@ -92,7 +93,7 @@ def write_report(
 def headline(report: dict[str, Any]) -> dict[str, Any]:
     """The figures a command prints: each mean with its interval, flat (``turns``, ``turns_ci``, ...)."""
     flat: dict[str, Any] = {"out": report["out"], "model": report["model"], "split": report["split"]}
-    metric = "solve_rate" if report["domain"] == "swe" else "em"
+    metric = {"swe": "solve_rate", "search-propose": "valid_rate"}.get(report["domain"], "em")
     for key, value in report["summary"].items():
         name = metric if key == "score" else key
         if isinstance(value, dict):
@@ -163,12 +164,14 @@ def markdown(report: dict[str, Any]) -> str:
     if not report["reasons"]:
         lines.append("| none | 0 | – | – |")
     lines += ["", "## Instances", ""]
-    extra = "answer" if domain == "search" else "changed files"
+    extra = {"search": "answer", "search-propose": "question"}.get(domain, "changed files")
     lines += [f"| id | {group_name} | {kind_name} | score | turns | tokens | seconds | reason | {extra} |"]
     lines += ["| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in report["records"]:
         if domain == "search":
             detail = str(r.get("answer") or "")
+        elif domain == "search-propose":
+            detail = f"{r.get('answer') or ''}: {r.get('question') or ''}"
         else:
             detail = ", ".join(r.get("changed_files") or [])
         detail = detail.replace("|", "\\|")[:60]

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from sparring import SparringError
-from sparring.agents.demonstrators import DefinitionSearchAgent
+from sparring.agents.demonstrators import DefinitionProposerAgent, DefinitionSearchAgent
 from sparring.agents.scripted import Agent, DoNothingAgent, OracleAgent, RetrievalFloorAgent
 
 __all__ = ["SCRIPTED", "ModelSpec", "checkpoint_model_dir", "load_policy", "parse_spec", "probe_endpoint"]
@@ -44,6 +44,7 @@ SCRIPTED: dict[str, tuple[type, frozenset[str]]] = {
     "do-nothing": (DoNothingAgent, frozenset({"swe", "search"})),
     "retrieval-floor": (RetrievalFloorAgent, frozenset({"search"})),
     "definition-search": (DefinitionSearchAgent, frozenset({"search"})),
+    "definition-proposer": (DefinitionProposerAgent, frozenset({"search-propose"})),
 }
 
 _FORMS = (
