@@ -25,7 +25,9 @@ __all__ = ["DefinitionProposerAgent", "DefinitionSearchAgent", "StoredBugAgent"]
 _QUOTED = re.compile(r'"([^"]{12,})"')
 _DOC = re.compile(r"(?:<information>)?Doc \d+ \(Title: (.*?)\) (.*?)(?:</information>)?$")
 #: What an entry puts before its definition: the headword, a pronunciation, part-of-speech tags.
-_HEADING = re.compile(r"^.*?(?:\b(?:n|v|adj|adv|a|vt|vi)\b\.?\s*(?:\d+:)?|\d+:)\s*", re.IGNORECASE)
+_HEADING = re.compile(
+    r"^.*?(?:(?:\b(?:n|v|adj|adv|a|vt|vi|t|i|pl|prep|conj|interj|pron)\b\.?,?\s*)+(?:\d+:)?|\d+:)\s*", re.IGNORECASE
+)
 _EOF = "SPARRING_EOF"
 
 
@@ -72,10 +74,10 @@ class DefinitionProposerAgent:
         if self._turn == 2:
             docs = _docs(observation)
             own = [text for title, text in docs if normalize_answer(title) == normalize_answer(self._answer)]
-            self._sentence = _definition(own[0], self._answer) if own else ""
+            self._sentence = next((d for d in (_definition(text, self._answer) for text in own) if d), "")
             return f"<search>{self._sentence or self._answer + ' meaning'}</search>"
-        if not self._sentence:
-            return "<question>I could not find a definition to ask about.</question>"
+        if not self._sentence:  # no question to ask: an empty one, which the rules reject, so no demonstration
+            return "<question></question>"
         return f'<question>Which term is described as "{self._sentence}"?</question>'
 
 
@@ -86,12 +88,19 @@ def _definition(text: str, answer: str) -> str:
     text = " ".join(text.split())
     if text.lower().startswith(answer.lower()):
         text = text[len(answer) :]
-    text = re.sub(r"\\[^\\]{1,40}\\,?|\[[^\]]{0,400}\]|\([^)]{0,40}\)", " ", text)  # pronunciation, etymology
+    text = re.sub(r"\\[^\\]{1,40}\\,?", " ", text)  # pronunciation
+    for _ in range(3):  # etymology, inside out: GCIDE nests accents ([=o]) in its brackets
+        text = re.sub(r"\[[^\[\]]{0,400}\]", " ", text)
+    text = re.sub(r"\([^)]{0,40}\)", " ", text)
     heading = _HEADING.match(text)
     if heading and heading.end() < 80:
         text = text[heading.end() :]
     text = re.sub(r"^\s*\d+\.\s*", "", text)  # a numbered first sense
-    sentence = re.split(r"(?<=[.;!?])\s|\s\d+:\s|\s\[", text.strip(), maxsplit=1)[0].strip(" ;.")
+    text = re.split(r';?\s*"', text.strip(), maxsplit=1)[0]  # a usage example in quotes
+    sentence = re.split(r"(?<=[.!?])\s|\s\d+:\s|\s\[", text, maxsplit=1)[0].strip(" ;.")
+    parts = sentence.split(";")  # the first clause, or more while it is too short to identify the entry
+    sentence = next((";".join(parts[:k]) for k in range(1, len(parts) + 1) if len(";".join(parts[:k])) >= 15), "")
+    sentence = " ".join(sentence.split()).strip(" ;.")
     if len(sentence) < 15 or answer_in_text(answer, sentence):
         return ""
     return sentence[:200]

@@ -8,7 +8,7 @@ import gymnasium as gym
 import pytest
 
 from sparring.agents.answering import ANSWER_PREFILL, chat_prompt_ids
-from sparring.agents.demonstrators import DefinitionProposerAgent
+from sparring.agents.demonstrators import DefinitionProposerAgent, _definition
 from sparring.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
 from sparring.envs.search.validation import PolicyValidator, Proposal
 from sparring.training.demos import validator_demonstrations
@@ -61,6 +61,51 @@ def test_proposals_without_the_answer_in_their_evidence_or_without_validation_ar
     assert ungrounded.task_id not in ids
     if unvalidated is not None:
         assert unvalidated.task_id not in ids
+
+
+@pytest.mark.parametrize(
+    ("answer", "entry", "definition"),
+    [
+        (  # GCIDE: pronunciation, a two-part part of speech, etymology, a numbered sense
+            "Stigmatize",
+            'Stigmatize \\Stig"ma*tize\\, v. t. [imp. & p. p. Stigmatized.] [F. stigmatiser, Gr. ?.] 1. To mark with a '
+            "stigma, or brand; as, the ancients stigmatized their slaves. [1913 Webster]",
+            "To mark with a stigma, or brand",
+        ),
+        (  # GCIDE: the first clause is too short to identify the entry, so the next one joins it
+            "Cheerfulness",
+            'Cheerfulness \\Cheer"ful*ness\\, n. Good spirits; a state of moderate joy or gayety; alacrity.',
+            "Good spirits; a state of moderate joy or gayety",
+        ),
+        (  # GCIDE: accents nested in the etymology's brackets
+            "Noontide",
+            'Noontide \\Noon"tide`\\, n. [From noon + tide time; cf. AS. n[=o]nt[imac]d the ninth hour.] The time of '
+            "noon; midday. [1913 Webster]",
+            "The time of noon",
+        ),
+        (  # WordNet: the usage example in quotes is not part of the definition
+            "cheerfulness",
+            'cheerfulness n 1: the quality of being cheerful and dispelling gloom; "flowers added a note of '
+            'cheerfulness to the drab room" [syn: cheerfulness, cheer]',
+            "the quality of being cheerful and dispelling gloom",
+        ),
+        ("spitting", "spitting n 1: the act of spitting (forcefully expelling saliva) [syn: spit]", ""),  # names it
+    ],
+)
+def test_the_scripted_proposer_reads_the_definition_out_of_an_entry(answer: str, entry: str, definition: str) -> None:
+    assert _definition(entry, answer) == definition
+
+
+def test_the_scripted_proposer_asks_a_real_question_or_none(corpus: Any) -> None:
+    played = _proposals(12)
+    asked = [ep for ep in played if ep.outcome.get("question")]
+    assert len(asked) >= 10, [ep.outcome.get("answer") for ep in played if ep not in asked]
+    for ep in asked:
+        question = ep.outcome["question"]
+        assert question.startswith('Which term is described as "') and len(question) > 45, question
+    for ep in played:  # without a definition it writes an empty question, which the rules reject
+        if ep not in asked:
+            assert not ep.outcome["valid"] and "no_question" in ep.outcome["reasons"]
 
 
 @pytest.mark.docker
