@@ -29,13 +29,12 @@ from typing import Any
 
 from sparring import SparringError
 from sparring.agents.episodes import Episode
-from sparring.agents.evaluation.config import EvalConfig, out_dir, run_identity, runner_config
+from sparring.agents.evaluation.config import out_dir, run_identity, runner_config
 from sparring.agents.evaluation.records import Instance, play
 from sparring.agents.evaluation.reports import headline, write_report
-from sparring.agents.evaluation.search import question_source
+from sparring.agents.evaluation.search import SearchSettings, question_source
 from sparring.agents.evaluation.specs import load_policy, parse_spec
 from sparring.agents.runner import EpisodeSpec
-from sparring.envs.search.corpus import DEFAULT_CORPUS
 
 __all__ = ["ProposeEvalConfig", "evaluate_propose", "propose_instances", "run_propose_eval", "validator_for"]
 
@@ -43,7 +42,7 @@ DOMAIN = "search-propose"
 
 
 @dataclass
-class ProposeEvalConfig(EvalConfig):
+class ProposeEvalConfig(SearchSettings):
     """What ``sparring eval search-propose`` runs."""
 
     split: str = "train"
@@ -51,20 +50,6 @@ class ProposeEvalConfig(EvalConfig):
     validator: str = "self"
     """Who answers each question from the proposer's documents: self (the evaluated model, as in training), a
     model SPEC (default, a local folder or checkpoint, openai:URL#MODEL) to hold the judge fixed, or grounding."""
-    max_turns: int = 4
-    """Turn limit per proposal (searches plus the question)."""
-    max_new_tokens: int = 64
-    """Tokens generated per turn at most."""
-    concurrency: int = 8
-    """Proposals played at once (and the largest generation batch)."""
-    corpus: str = DEFAULT_CORPUS
-    """Corpus whose seeds are drawn and searched."""
-    retriever: str | None = None
-    """Retrieval server URL (default: BM25 over the corpus, in-process)."""
-    limit: int | None = 50
-    """Seed answers to propose for: draws 0..N-1."""
-    topk: int = 3
-    """Documents per search."""
 
 
 def _check(config: ProposeEvalConfig) -> None:

@@ -24,6 +24,7 @@ from sparring.envs.search.corpus import DEFAULT_CORPUS
 
 __all__ = [
     "SearchEvalConfig",
+    "SearchSettings",
     "evaluate_search",
     "question_kind",
     "question_source",
@@ -36,23 +37,29 @@ _KINDS = {"wn": "wordnet", "foldoc": "computing", "jargon": "computing", "elemen
 
 
 @dataclass
-class SearchEvalConfig(EvalConfig):
-    """What ``sparring eval search`` runs."""
+class SearchSettings(EvalConfig):
+    """What both search evaluations (answering, proposing) run with."""
 
     max_turns: int = 4
-    """Turn limit per question (searches plus the answer)."""
+    """Turn limit per episode (searches plus the answer or question)."""
     max_new_tokens: int = 64
     """Tokens generated per turn at most."""
     concurrency: int = 8
-    """Questions played at once (and the largest generation batch)."""
+    """Episodes played at once (and the largest generation batch)."""
     corpus: str = DEFAULT_CORPUS
-    """Corpus whose questions are asked."""
+    """Corpus searched (and whose questions or seed answers are used)."""
     retriever: str | None = None
     """Retrieval server URL (default: BM25 over the corpus, in-process)."""
     limit: int | None = 50
-    """Questions to run, the first of the split (None: all)."""
+    """Instances to run: the split's first N questions (None: all), or the proposer's seed draws 0..N-1."""
     topk: int = 3
     """Documents per search."""
+
+
+@dataclass
+class SearchEvalConfig(SearchSettings):
+    """What ``sparring eval search`` runs."""
+
     judge: str | None = None
     """openai:URL#MODEL of a judge that decides answers exact match rejects (judged accuracy)."""
 
