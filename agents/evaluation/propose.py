@@ -32,7 +32,7 @@ from sparring.agents.episodes import Episode
 from sparring.agents.evaluation.config import out_dir, run_identity, runner_config
 from sparring.agents.evaluation.records import Instance, play
 from sparring.agents.evaluation.reports import headline, write_report
-from sparring.agents.evaluation.search import SearchSettings, question_source
+from sparring.agents.evaluation.search import SearchSettings, question_source, require_seeds
 from sparring.agents.evaluation.specs import load_policy, parse_spec
 from sparring.agents.runner import EpisodeSpec
 
@@ -64,13 +64,10 @@ def _check(config: ProposeEvalConfig) -> None:
 
 def propose_instances(config: ProposeEvalConfig, validator: Any) -> list[Instance]:
     """Draws ``0..limit-1`` of the proposer env, each validated by ``validator``."""
-    from sparring.envs.search.corpus import corpus_dir
     from sparring.envs.search.propose_env import SearchProposeEnv
 
     _check(config)
-    folder = corpus_dir(config.corpus)
-    if not (folder / "seeds.jsonl").is_file():
-        raise SparringError(f"the corpus {config.corpus!r} is not built in {folder}; run `sparring corpus build`.")
+    require_seeds(config.corpus)
 
     def make_env() -> SearchProposeEnv:
         return SearchProposeEnv(

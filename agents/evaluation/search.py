@@ -28,6 +28,7 @@ __all__ = [
     "evaluate_search",
     "question_kind",
     "question_source",
+    "require_seeds",
     "run_search_eval",
     "search_instances",
 ]
@@ -75,6 +76,15 @@ def question_kind(row: dict[str, Any]) -> str:
     return _KINDS.get(source, source)
 
 
+def require_seeds(corpus: str) -> None:
+    """Refuse, in one sentence, a corpus with no seed answers (not built) before any model loads."""
+    from sparring.envs.search.corpus import corpus_dir
+
+    folder = corpus_dir(corpus)
+    if not (folder / "seeds.jsonl").is_file():
+        raise SparringError(f"the corpus {corpus!r} is not built in {folder}; run `sparring corpus build`.")
+
+
 def search_instances(config: SearchEvalConfig) -> list[Instance]:
     """The questions of the split, in order, each an episode of the answer env."""
     from sparring.envs.search.answer_env import SearchAnswerEnv
@@ -92,8 +102,7 @@ def search_instances(config: SearchEvalConfig) -> list[Instance]:
 
     folder = corpus_dir(config.corpus)
     if config.split == "train":
-        if not (folder / "seeds.jsonl").is_file():
-            raise SparringError(f"the corpus {config.corpus!r} is not built in {folder}; run `sparring corpus build`.")
+        require_seeds(config.corpus)
         return [
             Instance(f"train-{i:04d}", EpisodeSpec(make_env, seed=i), "seeds", "seed")
             for i in range(config.limit or 50)
