@@ -22,7 +22,7 @@ from sparring import SparringError
 from sparring.envs.spaces import UnicodeText
 from sparring.envs.tools import ToolCall, ToolCallError, parse_tool_call, tool_spec
 
-__all__ = ["EPISODE_SCHEMA_VERSION", "Episode", "TextEnv", "Turn", "content_id"]
+__all__ = ["EPISODE_SCHEMA_VERSION", "Episode", "TextEnv", "Turn", "content_id", "reason_name"]
 
 #: Version of the episode record format. 1: the env's record alone (lines carry no version);
 #: 2: with ``group_id``, ``sampling``, ``weights_version`` and ``schema_version`` (what training needs:
@@ -37,6 +37,14 @@ def content_id(task: dict[str, Any], prefix: str = "task") -> str:
     begin alike.
     """
     return f"{prefix}:{hashlib.sha256(json.dumps(task, sort_keys=True, default=str).encode()).hexdigest()[:16]}"
+
+
+def reason_name(reason: Any) -> str:
+    """A rejection or end reason without its detail: ``"too_few_searches: 1 < 2"`` -> ``"too_few_searches"``.
+
+    One name per kind of reason, so counts and metric series do not split on the detail.
+    """
+    return str(reason).split(":", 1)[0]
 
 
 # --------------------------------------------------------------------------- records

@@ -32,7 +32,7 @@ import numpy as np
 
 from sparring.agents.generation import SamplingParams
 from sparring.agents.runner import AGENT_ERROR, EpisodeRunner, EpisodeSpec, RunnerConfig
-from sparring.envs.core import Episode, content_id
+from sparring.envs.core import Episode, content_id, reason_name
 from sparring.training.config import TrainConfig
 
 __all__ = ["GAMES", "Game", "IterationResult", "ReplayBuffer", "Role", "Rollout", "end_reason", "play_iteration"]
@@ -476,7 +476,7 @@ def play_iteration(
         for ep in proposers:
             if ep not in valid:
                 for why in ep.outcome.get("reasons") or [ep.outcome.get("status") or end_reason(ep)]:
-                    name = str(why).split(":", 1)[0]  # the reason, not its detail (one series each)
+                    name = reason_name(why)  # one series per kind of reason
                     reasons[name] = reasons.get(name, 0) + 1
         for why, count in reasons.items():
             stats[f"proposer/invalid/{why}"] = count

@@ -225,14 +225,14 @@ class Trainer:
             }
         temperature = cfg.temperature if cfg.temperature > 0 else 1.0
         with self._training():
-            old: list[torch.Tensor] = []
-            if cfg.updates_per_iteration > 1:  # later mini-batches need the logprobs before the first step
-                with torch.no_grad():
-                    old = [action_logprobs(self.model, s, temperature) for s in sequences]
             parts = np.array_split(np.arange(len(sequences)), cfg.updates_per_iteration)
+            old: dict[int, torch.Tensor] = {}
+            with torch.no_grad():  # later mini-batches need the logprobs before the first step; the first has them
+                for i in (int(i) for part in parts[1:] for i in part):
+                    old[i] = action_logprobs(self.model, sequences[i], temperature)
             for part in parts:
                 chunk = [sequences[int(i)] for i in part]
-                olds = {id(sequences[int(i)]): old[int(i)] for i in part} if old else {}
+                olds = {id(sequences[int(i)]): old[int(i)] for i in part if int(i) in old}
                 collected: list[dict[str, float]] = []
 
                 def ppo(

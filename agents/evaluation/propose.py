@@ -35,6 +35,7 @@ from sparring.agents.evaluation.reports import headline, write_report
 from sparring.agents.evaluation.search import SearchSettings, question_source, require_seeds
 from sparring.agents.evaluation.specs import load_policy, parse_spec
 from sparring.agents.runner import EpisodeSpec
+from sparring.envs.core import reason_name
 
 __all__ = ["ProposeEvalConfig", "evaluate_propose", "propose_instances", "run_propose_eval", "validator_for"]
 
@@ -89,7 +90,7 @@ def _reason(outcome: dict[str, Any], error: str | None) -> str | None:
     if outcome.get("valid"):
         return None
     reasons = outcome.get("reasons") or ["no_question"]
-    return str(reasons[0]).split(":", 1)[0]
+    return reason_name(reasons[0])
 
 
 def _record(instance: Instance, episode: Episode) -> dict[str, Any]:

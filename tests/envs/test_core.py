@@ -9,7 +9,7 @@ import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from sparring.envs.core import Episode, Turn
+from sparring.envs.core import Episode, Turn, reason_name
 from sparring.envs.spaces import UnicodeText
 from sparring.envs.tools import ToolCall, ToolCallError, parse_tool_call
 from tests.toy_env import SumEnv
@@ -147,3 +147,10 @@ def test_every_observation_that_asks_for_an_action_ends_with_the_budget(env):
     assert obs.endswith(f"[{env.max_turns} turns left]")
     obs, *_ = env.step("<peek>0</peek>")
     assert obs.endswith(f"[{env.max_turns - 1} turns left]")
+
+
+def test_reason_name_drops_the_detail_only():
+    assert reason_name("too_few_searches: 1 distinct search, 2 needed") == "too_few_searches"
+    assert reason_name("answer_in_question") == "answer_in_question"
+    assert reason_name("solver_answered_other: a: b") == "solver_answered_other"
+    assert reason_name(None) == "None"

@@ -67,6 +67,28 @@ def test_an_update_moves_probability_toward_the_better_episode_and_syncs_the_gen
     assert held >= 2 * size if optimizer == "adamw" else held < size / 10  # Adafactor: factored, no first moment
 
 
+@pytest.mark.parametrize("updates", [1, 2])
+def test_later_mini_batches_are_scored_against_the_logprobs_before_the_first_step(
+    smol_tokenizer: Any, tmp_path: Path, updates: int
+) -> None:
+    """PPO's ratio is new / old policy: 1 in the first mini-batch, away from 1 once a step was taken."""
+    trainer = _trainer(smol_tokenizer, tmp_path, "lr=0.01", "std_scale=false", f"updates_per_iteration={updates}")
+    rollouts = []
+    for g in range(2):
+        group = ("search", "solver", f"g{g}")
+        rollouts += [
+            Rollout(_episode([1, 2, 3, 4 + g], [5, 6, 7], 1.0), 1.0, [0.0], group, "done"),
+            Rollout(_episode([1, 2, 3, 4 + g], [8, 9, 10], 0.0), 0.0, [0.0], group, "done"),
+        ]
+    stats = trainer.reinforce(rollouts)
+    extra = stats.extra or {}
+    assert stats.sequences == 4
+    if updates == 1:
+        assert extra["ratio_dev"] == pytest.approx(0.0, abs=1e-6)
+    else:  # the second half's ratios carry the first step's change
+        assert extra["ratio_dev"] > 1e-4
+
+
 def test_the_warm_start_steps_once_per_batch_of_demonstrations(smol_tokenizer: Any, tmp_path: Path) -> None:
     """Seven demonstrations in batches of three, two epochs: 3 + 3 steps, and the demonstrated actions gain."""
     trainer = _trainer(smol_tokenizer, tmp_path, "warm_start_batch=3")
