@@ -104,6 +104,9 @@ class RecordLog:
 def check_run(out: Path, run: dict[str, Any]) -> None:
     """Write ``run.json``, or check that the folder's earlier run evaluated the same thing.
 
+    A run of the same thing on more instances (a larger ``--limit``) extends the earlier one: its
+    records stand and only the new instances are played.
+
     Raises:
         SparringError: ``out`` holds a run of another model, instance set or setting.
     """
@@ -116,12 +119,16 @@ def check_run(out: Path, run: dict[str, Any]) -> None:
         if not isinstance(earlier, dict):
             raise SparringError(f"{path} is not an evaluation's run file; pick another --out.")
         changed = sorted(k for k in set(run) | set(earlier) if run.get(k) != earlier.get(k))
+        if changed == ["instances"] and set(earlier.get("instances") or []) <= set(run.get("instances") or []):
+            changed = []  # the same evaluation on a superset of its instances: extended below
+            print(f"extending {out} to {len(run['instances'])} instances", file=sys.stderr)
         if changed:
             raise SparringError(
                 f"{out} holds an evaluation with other {', '.join(changed)}; resume it with the same options, "
                 "or pass another --out."
             )
-        return
+        if run == earlier:
+            return
     out.mkdir(parents=True, exist_ok=True)
     work = path.with_suffix(".tmp")
     work.write_text(json.dumps(run, indent=1))

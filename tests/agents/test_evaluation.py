@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +165,12 @@ def test_a_folder_of_another_run_is_refused(tmp_path: Path) -> None:
     check_run(tmp_path, {"model": "a", "split": "heldout", "instances": ["x"]})  # the same: resumes
     with pytest.raises(SparringError, match="other model; resume it with the same options"):
         check_run(tmp_path, {"model": "b", "split": "heldout", "instances": ["x"]})
+    check_run(tmp_path, {"model": "a", "split": "heldout", "instances": ["x", "y"]})  # more instances: extends
+    assert json.loads((tmp_path / "run.json").read_text())["instances"] == ["x", "y"]
+    with pytest.raises(SparringError, match="other instances; resume it"):
+        check_run(tmp_path, {"model": "a", "split": "heldout", "instances": ["y", "z"]})  # not a superset
+    with pytest.raises(SparringError, match="other instances, model; resume it"):
+        check_run(tmp_path, {"model": "b", "split": "heldout", "instances": ["x", "y", "z"]})
 
 
 def test_exported_instances_replay_as_repair_tasks(tmp_path: Path) -> None:
@@ -273,6 +280,9 @@ def test_an_interrupted_search_eval_resumes_to_the_same_report(corpus: Corpus, t
     assert resumed["summary"]["score"] == whole["summary"]["score"]
     again = _evaluate(config)  # a finished run replays nothing and reports the same
     assert [r["seconds"] for r in again["records"]] == [r["seconds"] for r in resumed["records"]]
+    extended = _evaluate(replace(config, limit=30))  # a larger --limit plays only the new instances
+    assert len(extended["records"]) == 30 and extended["summary"]["instances"] == 30
+    assert [r["seconds"] for r in extended["records"][:20]] == [r["seconds"] for r in resumed["records"]]
 
 
 class _FailingServer:
