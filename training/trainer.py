@@ -120,6 +120,12 @@ class Trainer:
                 self.policy_model.gradient_checkpointing_disable()
             self.generator.update_weights()  # drops stale KV prefixes, repacks the linears
 
+    def _autocast(self, bf16: bool) -> Any:
+        """A bfloat16 autocast context when ``bf16`` (with ``config.bf16`` accelerate autocasts every pass already)."""
+        if bf16 and not self.config.bf16:
+            return torch.autocast(self.accelerator.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
     def _set_lr(self, lr: float) -> None:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -157,12 +163,7 @@ class Trainer:
         t0 = time.perf_counter()
         self._set_lr(lr)
         batch, steps = max(1, self.config.warm_start_batch), 0
-        device = self.accelerator.device.type
-        autocast = (
-            torch.autocast(device, dtype=torch.bfloat16)
-            if self.config.warm_start_bf16 and not self.config.bf16
-            else contextlib.nullcontext()
-        )  # with bf16 on, accelerate autocasts every pass already
+        autocast = self._autocast(self.config.warm_start_bf16)
         with self._training():
             for epoch in range(epochs):
                 order = self.rng.permutation(len(sequences))
@@ -229,7 +230,8 @@ class Trainer:
             old: dict[int, torch.Tensor] = {}
             with torch.no_grad():  # later mini-batches need the logprobs before the first step; the first has them
                 for i in (int(i) for part in parts[1:] for i in part):
-                    old[i] = action_logprobs(self.model, sequences[i], temperature)
+                    with self._autocast(cfg.update_bf16):
+                        old[i] = action_logprobs(self.model, sequences[i], temperature)
             for part in parts:
                 chunk = [sequences[int(i)] for i in part]
                 olds = {id(sequences[int(i)]): old[int(i)] for i in part if int(i) in old}
@@ -238,11 +240,12 @@ class Trainer:
                 def ppo(
                     seq: Sequence, count: int, olds: dict[int, torch.Tensor] = olds, collected: list = collected
                 ) -> torch.Tensor:
-                    logp, entropy = action_scores(self.model, seq, temperature)
+                    with self._autocast(cfg.update_bf16):
+                        logp, entropy = action_scores(self.model, seq, temperature)
                     before = olds.get(id(seq), logp.detach())
                     ref = None
                     if self.reference is not None:
-                        with torch.no_grad():
+                        with torch.no_grad(), self._autocast(cfg.update_bf16):
                             ref = action_logprobs(self.reference, seq, temperature).unsqueeze(0)
                     loss, info = policy_loss(
                         logp.unsqueeze(0),

@@ -67,12 +67,17 @@ def test_an_update_moves_probability_toward_the_better_episode_and_syncs_the_gen
     assert held >= 2 * size if optimizer == "adamw" else held < size / 10  # Adafactor: factored, no first moment
 
 
-@pytest.mark.parametrize("updates", [1, 2])
+@pytest.mark.parametrize(("updates", "bf16"), [(1, False), (2, False), (2, True)])
 def test_later_mini_batches_are_scored_against_the_logprobs_before_the_first_step(
-    smol_tokenizer: Any, tmp_path: Path, updates: int
+    smol_tokenizer: Any, tmp_path: Path, updates: int, bf16: bool
 ) -> None:
-    """PPO's ratio is new / old policy: 1 in the first mini-batch, away from 1 once a step was taken."""
-    trainer = _trainer(smol_tokenizer, tmp_path, "lr=0.01", "std_scale=false", f"updates_per_iteration={updates}")
+    """PPO's ratio is new / old policy: 1 in the first mini-batch, away from 1 once a step was taken.
+
+    In bfloat16 autocast too: the pre-step and trained logprobs are rounded alike, and the update
+    still favours the better episode of each group.
+    """
+    options = (f"updates_per_iteration={updates}", f"update_bf16={bf16}")
+    trainer = _trainer(smol_tokenizer, tmp_path, "lr=0.01", "std_scale=false", *options)
     rollouts = []
     for g in range(2):
         group = ("search", "solver", f"g{g}")
@@ -80,9 +85,12 @@ def test_later_mini_batches_are_scored_against_the_logprobs_before_the_first_ste
             Rollout(_episode([1, 2, 3, 4 + g], [5, 6, 7], 1.0), 1.0, [0.0], group, "done"),
             Rollout(_episode([1, 2, 3, 4 + g], [8, 9, 10], 0.0), 0.0, [0.0], group, "done"),
         ]
+    before = [_logprob(trainer, r.episode) for r in rollouts]
     stats = trainer.reinforce(rollouts)
+    after = [_logprob(trainer, r.episode) for r in rollouts]
     extra = stats.extra or {}
     assert stats.sequences == 4
+    assert all((a > b) == (r.reward > 0) for a, b, r in zip(after, before, rollouts, strict=True))
     if updates == 1:
         assert extra["ratio_dev"] == pytest.approx(0.0, abs=1e-6)
     else:  # the second half's ratios carry the first step's change
