@@ -139,10 +139,10 @@ class TrainConfig:
     """Autocast the warm start's forward and backward passes to bfloat16 (CPUs with avx512_bf16 or AMX:
     about a third faster). Self-play updates keep the generator's precision unless ``update_bf16``."""
     update_bf16: bool = False
-    """Autocast the self-play updates' passes (pre-step, reference and trained logprobs) to bfloat16 on
-    such CPUs (a 900-token pass: 1.7 times as fast here). The generator still samples in float32; PPO's
-    ratio compares bf16 with bf16, and the truncated importance weight absorbs the rounding between
-    the generator's logprobs and the trainer's."""
+    """Autocast the self-play updates' trained passes (pre-step and trained logprobs) to bfloat16 on such
+    CPUs (a 900-token forward and backward: 1.7 times as fast here). The generator still samples in
+    float32, and so does the KL's frozen reference; PPO's ratio compares bf16 with bf16, and the
+    truncated importance weight absorbs the rounding between the generator's logprobs and the trainer's."""
     checkpoint_every: int = 1
     """Save a checkpoint every this many iterations (the warm start saves one too)."""
     out: str = "runs/train"

@@ -245,7 +245,7 @@ class Trainer:
                     before = olds.get(id(seq), logp.detach())
                     ref = None
                     if self.reference is not None:
-                        with torch.no_grad(), self._autocast(cfg.update_bf16):
+                        with torch.no_grad():  # float32: the frozen copy's linears are packed for inference
                             ref = action_logprobs(self.reference, seq, temperature).unsqueeze(0)
                     loss, info = policy_loss(
                         logp.unsqueeze(0),

@@ -76,8 +76,9 @@ def test_later_mini_batches_are_scored_against_the_logprobs_before_the_first_ste
     In bfloat16 autocast too: the pre-step and trained logprobs are rounded alike, and the update
     still favours the better episode of each group.
     """
-    options = (f"updates_per_iteration={updates}", f"update_bf16={bf16}")
+    options = (f"updates_per_iteration={updates}", f"update_bf16={bf16}", "kl_coef=0.05")
     trainer = _trainer(smol_tokenizer, tmp_path, "lr=0.01", "std_scale=false", *options)
+    trainer.freeze_reference()  # as a run does after its warm start: the KL's frozen copy is scored too
     rollouts = []
     for g in range(2):
         group = ("search", "solver", f"g{g}")
