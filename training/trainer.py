@@ -227,22 +227,17 @@ class Trainer:
         temperature = cfg.temperature if cfg.temperature > 0 else 1.0
         with self._training():
             parts = np.array_split(np.arange(len(sequences)), cfg.updates_per_iteration)
-            old: dict[int, torch.Tensor] = {}
-            with torch.no_grad():  # later mini-batches need the logprobs before the first step; the first has them
-                for i in (int(i) for part in parts[1:] for i in part):
-                    with self._autocast(cfg.update_bf16):
-                        old[i] = action_logprobs(self.model, sequences[i], temperature)
+            later = [sequences[int(i)] for part in parts[1:] for i in part]
+            with torch.no_grad(), self._autocast(cfg.update_bf16):  # the first mini-batch has its own pre-step ones
+                old = {id(seq): action_logprobs(self.model, seq, temperature) for seq in later}
             for part in parts:
                 chunk = [sequences[int(i)] for i in part]
-                olds = {id(sequences[int(i)]): old[int(i)] for i in part if int(i) in old}
                 collected: list[dict[str, float]] = []
 
-                def ppo(
-                    seq: Sequence, count: int, olds: dict[int, torch.Tensor] = olds, collected: list = collected
-                ) -> torch.Tensor:
+                def ppo(seq: Sequence, count: int, collected: list = collected) -> torch.Tensor:
                     with self._autocast(cfg.update_bf16):
                         logp, entropy = action_scores(self.model, seq, temperature)
-                    before = olds.get(id(seq), logp.detach())
+                    before = old.get(id(seq), logp.detach())  # the logprobs before this iteration's first step
                     ref = None
                     if self.reference is not None:
                         with torch.no_grad():  # float32: the frozen copy's linears are packed for inference
