@@ -66,6 +66,8 @@ def save_checkpoint(trainer: Trainer, keep: int = 2) -> Path | None:
             "iteration": trainer.iteration,
             "warm_started": trainer.warm_started,
             "weights_version": trainer.generator.weights_version,
+            "seconds": trainer.elapsed(),
+            "longest_iteration": trainer.longest_iteration,
             "optimizer": trainer.optimizer.state_dict(),
             "rng": {
                 "numpy": trainer.rng.bit_generator.state,
@@ -113,5 +115,7 @@ def load_checkpoint(trainer: Trainer, folder: Path) -> None:
             trainer.replay[name].tasks = list(tasks)
     trainer.iteration = int(state["iteration"])
     trainer.warm_started = bool(state["warm_started"])
+    trainer.seconds_before = float(state.get("seconds", 0.0))  # checkpoints from before the time budget lack them
+    trainer.longest_iteration = float(state.get("longest_iteration", 0.0))
     trainer.generator.update_weights()
     np.random.seed(trainer.config.seed + trainer.iteration)

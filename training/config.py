@@ -141,8 +141,12 @@ class TrainConfig:
     update_bf16: bool = False
     """Autocast the self-play updates' trained passes (pre-step and trained logprobs) to bfloat16 on such
     CPUs (a 900-token forward and backward: 1.7 times as fast here). The generator still samples in
-    float32, and so does the KL's frozen reference; PPO's ratio compares bf16 with bf16, and the
+    float32; the KL's frozen reference runs in bf16 like the trained pass; PPO's ratio compares bf16 with bf16, and the
     truncated importance weight absorbs the rounding between the generator's logprobs and the trainer's."""
+    time_limit_minutes: float = 0.0
+    """Wall-clock budget of the whole run, from loading the model (the warm start and earlier parts of a
+    resumed run included): an iteration starts only if the longest one so far would still end within
+    it, and the run stops with a checkpoint otherwise (0: no budget; ``iterations`` is the cap)."""
     checkpoint_every: int = 1
     """Save a checkpoint every this many iterations (the warm start saves one too)."""
     out: str = "runs/train"
@@ -241,6 +245,10 @@ def _check(config: TrainConfig) -> None:
     for key in ("drawn_tasks", "min_spread_groups", "max_top_ups"):
         if getattr(config, key) < 0:
             raise SparringError(f"config key {key!r} must not be negative, not {getattr(config, key)}.")
+    if config.time_limit_minutes < 0:
+        raise SparringError(
+            f"config key 'time_limit_minutes' must not be negative (0: none), not {config.time_limit_minutes}."
+        )
     if not 0 <= config.clip_low < 1 or config.clip_high < 0:
         raise SparringError(
             f"clip_low must be in [0, 1) and clip_high non-negative, not {config.clip_low}/{config.clip_high}."

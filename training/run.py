@@ -64,6 +64,18 @@ def warm_start(trainer: Trainer, console: Console, metrics: MetricsLog) -> None:
     metrics.log(0, trainer.reduce(values) | {"memory/peak_rss_gib": peak_rss_gib()})
 
 
+def out_of_time(trainer: Trainer) -> bool:
+    """Whether the next iteration, as long as the longest so far, would end past ``time_limit_minutes``.
+
+    The same answer on every rank: it is taken from the ranks' mean clock.
+    """
+    limit = trainer.config.time_limit_minutes * 60
+    if not limit:
+        return False
+    clock = trainer.reduce({"elapsed": trainer.elapsed(), "longest": trainer.longest_iteration})
+    return clock["elapsed"] + clock["longest"] > limit
+
+
 def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | None = None) -> dict[str, Any]:
     """Run ``config`` to the end (or on from its latest checkpoint); returns the summary.
 
@@ -99,13 +111,24 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
         release()
     trainer.warm_started = True
     trainer.freeze_reference()
+    summary_extra: dict[str, Any] = {"stopped_by_time_limit": False}
     progress = Progress(
         TextColumn("[bold]iteration"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console,
         disable=not main,
     )  # fmt: skip
     with progress:
         bar = progress.add_task("train", total=config.iterations, completed=trainer.iteration)
+        saved = trainer.iteration
         while trainer.iteration < config.iterations:
+            if out_of_time(trainer):
+                console.print(
+                    f"time limit: {trainer.elapsed() / 60:.1f} of {config.time_limit_minutes:g} min used and an "
+                    f"iteration takes up to {trainer.longest_iteration / 60:.1f} min; stopping after iteration "
+                    f"{trainer.iteration} of {config.iterations}."
+                )
+                summary_extra["stopped_by_time_limit"] = True
+                break
+            t_iteration = time.perf_counter()
             values: dict[str, float] = {}
             for game in config.games:
                 t_play = time.perf_counter()
@@ -130,14 +153,20 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
             values["memory/peak_rss_gib"] = peak_rss_gib()
             values["weights_version"] = trainer.generator.weights_version
             trainer.iteration += 1
+            trainer.longest_iteration = max(trainer.longest_iteration, time.perf_counter() - t_iteration)
+            values["seconds_iteration"] = time.perf_counter() - t_iteration
             metrics.log(trainer.iteration, trainer.reduce(values))
             progress.update(bar, completed=trainer.iteration)
             if trainer.iteration % max(1, config.checkpoint_every) == 0 or trainer.iteration == config.iterations:
                 save_checkpoint(trainer)
+                saved = trainer.iteration
                 release()
+    if saved != trainer.iteration:  # stopped by the time limit between checkpoints
+        save_checkpoint(trainer)
     metrics.close()
     rows = read_log(out)
     summary: dict[str, Any] = {"iterations": trainer.iteration, "seconds": time.perf_counter() - t0, "out": str(out)}
+    summary |= summary_extra
     if main:
         table = summary_table(rows)
         Console(stderr=True, width=120).print(table)

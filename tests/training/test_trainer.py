@@ -12,7 +12,7 @@ import torch
 from sparring import SparringError
 from sparring.agents.chat import append_tokens
 from sparring.envs.core import Episode, Turn
-from sparring.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from sparring.training.checkpoint import STATE, latest_checkpoint, load_checkpoint, save_checkpoint
 from sparring.training.config import TrainConfig, load_config, presets
 from sparring.training.game import ReplayBuffer, Rollout, end_reason
 from sparring.training.sequences import action_logprobs, action_scores, to_sequence
@@ -67,7 +67,7 @@ def test_an_update_moves_probability_toward_the_better_episode_and_syncs_the_gen
     assert held >= 2 * size if optimizer == "adamw" else held < size / 10  # Adafactor: factored, no first moment
 
 
-@pytest.mark.parametrize(("updates", "bf16"), [(1, False), (2, False), (2, True)])
+@pytest.mark.parametrize(("updates", "bf16"), [(1, False), (1, True), (2, False), (2, True)])
 def test_later_mini_batches_are_scored_against_the_logprobs_before_the_first_step(
     smol_tokenizer: Any, tmp_path: Path, updates: int, bf16: bool
 ) -> None:
@@ -94,6 +94,7 @@ def test_later_mini_batches_are_scored_against_the_logprobs_before_the_first_ste
     assert all((a > b) == (r.reward > 0) for a, b, r in zip(after, before, rollouts, strict=True))
     if updates == 1:
         assert extra["ratio_dev"] == pytest.approx(0.0, abs=1e-6)
+        assert extra["kl"] == 0.0  # the reference is the policy before the step, scored in the same precision
     else:  # the second half's ratios carry the first step's change
         assert extra["ratio_dev"] > 1e-4
 
@@ -252,3 +253,49 @@ def test_a_search_run_without_a_current_corpus_stops_before_loading_anything(
     with pytest.raises(SparringError, match="sparring corpus build"):
         run_training(config)
     assert not (tmp_path / "run").exists()
+
+
+def test_the_time_budget_counts_the_longest_iteration_and_refuses_a_negative_budget(
+    smol_tokenizer: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sparring.training.run import out_of_time
+
+    trainer = _trainer(smol_tokenizer, tmp_path, "time_limit_minutes=2")
+    monkeypatch.setattr(trainer, "elapsed", lambda: 100.0)
+    trainer.longest_iteration = 10.0
+    assert not out_of_time(trainer)  # 100 s + 10 s fits in 120 s
+    trainer.longest_iteration = 30.0
+    assert out_of_time(trainer)  # 100 s + 30 s does not
+    trainer.config.time_limit_minutes = 0.0
+    assert not out_of_time(trainer)  # no budget
+    with pytest.raises(SparringError, match="time_limit_minutes"):
+        load_config(None, ["time_limit_minutes=-1"])
+
+
+@pytest.mark.slow
+def test_a_run_out_of_time_stops_between_iterations_with_a_checkpoint(
+    smol_tokenizer: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sparring.training.run import run_training
+    from tests.conftest import default_corpus_built, require
+
+    require(default_corpus_built(), "the default corpus")
+    trainer = _trainer(
+        smol_tokenizer, tmp_path, "warm_start=false", "iterations=6", "checkpoint_every=2", "time_limit_minutes=4",
+        "proposals=2", "search_group=2", "drawn_tasks=1", "search_max_turns=2", "max_new_tokens=8", "concurrency=4",
+    )  # fmt: skip
+    # A clock that reads 100 s per finished iteration: the fourth would start at 300 s, past the 240 s budget.
+    monkeypatch.setattr(trainer, "elapsed", lambda: 100.0 * trainer.iteration)
+    summary = run_training(trainer.config, trainer=trainer)
+    assert summary["iterations"] == 3 and summary["stopped_by_time_limit"] is True
+    latest = latest_checkpoint(tmp_path / "run")
+    assert latest is not None and latest.name == "iter-000003"  # saved at the stop, between checkpoint_every's
+    state = torch.load(latest / STATE, weights_only=False)
+    assert state["seconds"] == 300.0 and 0 < state["longest_iteration"] < 50
+
+    from sparring.training.run import out_of_time
+
+    resumed = _trainer(smol_tokenizer, tmp_path, "iterations=6", "time_limit_minutes=4")
+    load_checkpoint(resumed, latest)  # a resumed run remembers the time spent before it
+    assert resumed.elapsed() >= 300.0 and resumed.longest_iteration == state["longest_iteration"]
+    assert out_of_time(resumed)
