@@ -111,14 +111,13 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
         release()
     trainer.warm_started = True
     trainer.freeze_reference()
-    summary_extra: dict[str, Any] = {"stopped_by_time_limit": False}
     progress = Progress(
         TextColumn("[bold]iteration"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console,
         disable=not main,
     )  # fmt: skip
     with progress:
         bar = progress.add_task("train", total=config.iterations, completed=trainer.iteration)
-        saved = trainer.iteration
+        saved, stopped = trainer.iteration, False
         while trainer.iteration < config.iterations:
             if out_of_time(trainer):
                 console.print(
@@ -126,7 +125,7 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
                     f"iteration takes up to {trainer.longest_iteration / 60:.1f} min; stopping after iteration "
                     f"{trainer.iteration} of {config.iterations}."
                 )
-                summary_extra["stopped_by_time_limit"] = True
+                stopped = True
                 break
             t_iteration = time.perf_counter()
             values: dict[str, float] = {}
@@ -153,8 +152,8 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
             values["memory/peak_rss_gib"] = peak_rss_gib()
             values["weights_version"] = trainer.generator.weights_version
             trainer.iteration += 1
-            trainer.longest_iteration = max(trainer.longest_iteration, time.perf_counter() - t_iteration)
-            values["seconds_iteration"] = time.perf_counter() - t_iteration
+            values["seconds_iteration"] = seconds = time.perf_counter() - t_iteration
+            trainer.longest_iteration = max(trainer.longest_iteration, seconds)
             metrics.log(trainer.iteration, trainer.reduce(values))
             progress.update(bar, completed=trainer.iteration)
             if trainer.iteration % max(1, config.checkpoint_every) == 0 or trainer.iteration == config.iterations:
@@ -166,7 +165,7 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
     metrics.close()
     rows = read_log(out)
     summary: dict[str, Any] = {"iterations": trainer.iteration, "seconds": time.perf_counter() - t0, "out": str(out)}
-    summary |= summary_extra
+    summary["stopped_by_time_limit"] = stopped
     if main:
         table = summary_table(rows)
         Console(stderr=True, width=120).print(table)

@@ -276,7 +276,7 @@ def test_the_time_budget_counts_the_longest_iteration_and_refuses_a_negative_bud
 def test_a_run_out_of_time_stops_between_iterations_with_a_checkpoint(
     smol_tokenizer: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sparring.training.run import run_training
+    from sparring.training.run import out_of_time, run_training
     from tests.conftest import default_corpus_built, require
 
     require(default_corpus_built(), "the default corpus")
@@ -292,8 +292,6 @@ def test_a_run_out_of_time_stops_between_iterations_with_a_checkpoint(
     assert latest is not None and latest.name == "iter-000003"  # saved at the stop, between checkpoint_every's
     state = torch.load(latest / STATE, weights_only=False)
     assert state["seconds"] == 300.0 and 0 < state["longest_iteration"] < 50
-
-    from sparring.training.run import out_of_time
 
     resumed = _trainer(smol_tokenizer, tmp_path, "iterations=6", "time_limit_minutes=4")
     load_checkpoint(resumed, latest)  # a resumed run remembers the time spent before it
