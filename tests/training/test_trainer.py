@@ -195,6 +195,34 @@ def test_config_presets_overrides_and_errors() -> None:
         load_config("nope")
 
 
+def test_every_numeric_config_key_has_a_range_and_a_value_outside_it_is_one_sentence() -> None:
+    import dataclasses
+    import typing
+
+    from sparring.training.config import RANGES
+
+    hints = typing.get_type_hints(TrainConfig)
+    numbers = (int, float, int | None, float | None)
+    numeric = {f.name for f in dataclasses.fields(TrainConfig) if hints[f.name] in numbers}
+    assert numeric == set(RANGES), "a numeric config key without a range, or a range for no key"
+    for name in presets():
+        load_config(name)  # every preset is inside the ranges
+    for bad, message in [
+        ("warm_start_episodes=-3", "'warm_start_episodes' must not be negative, not -3"),
+        ("warm_start_proposer_episodes=-1", "'warm_start_proposer_episodes' must not be negative"),
+        ("search_group=0", "'search_group' must be at least 1, not 0"),
+        ("lr=0", "'lr' must be above 0, not 0.0"),
+        ("lr=nan", "'lr' must be above 0, not nan"),
+        ("temperature=-1", r"'temperature' must not be negative \(0: greedy\)"),
+        ("gamma=1.5", "'gamma' must be between 0 and 1, not 1.5"),
+        ("clip_low=1", "'clip_low' must be under 1"),
+        ("threads=0", "'threads' must be at least 1"),
+    ]:
+        with pytest.raises(SparringError, match=message):
+            load_config("cpu-learn", [bad])
+    assert load_config("cpu-learn", ["warm_start_episodes=0", "temperature=0", "threads=none"]).temperature == 0.0
+
+
 def test_end_reasons_and_the_replay_buffer() -> None:
     ep = _episode([1], [2])
     assert end_reason(ep) == "done"
