@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +12,8 @@ from sparring import SparringError
 from sparring.agents.generation import SamplingParams
 from sparring.agents.runner import RunnerConfig
 
-__all__ = ["GROUPS", "HEADLINE", "EvalConfig", "check_split", "out_dir", "run_identity", "runner_config"]
+__all__ = ["GROUPS", "HEADLINE", "RANGES", "EvalConfig", "check_ranges", "check_split", "out_dir", "run_identity",
+           "runner_config"]  # fmt: skip
 
 #: The headline metric of each domain, as reports name it.
 HEADLINE = {"swe": "solve rate", "search": "EM", "search-propose": "valid rate"}
@@ -61,6 +63,28 @@ def check_split(split: str) -> None:
         raise SparringError(f"unknown split {split!r}; use heldout (never trained on) or train.")
 
 
+#: The allowed range of every numeric option of every evaluation, (low, low excluded): a count or a limit
+#: outside it would be taken up silently (0 turns plays nothing and scores it), so none goes unchecked.
+RANGES: dict[str, tuple[float, bool]] = {
+    **{name: (1, False)
+       for name in ("max_turns", "max_new_tokens", "concurrency", "threads", "limit", "topk", "n_bugs")},
+    "seed": (0, False),
+    **{name: (0, True) for name in ("max_seconds", "request_timeout", "command_timeout", "test_timeout")},
+}  # fmt: skip
+
+
+def check_ranges(config: EvalConfig) -> None:
+    """Refuse, in one sentence naming the option, a numeric option outside its range (None passes: no limit)."""
+    for item in dataclasses.fields(config):
+        value = getattr(config, item.name)
+        if item.name not in RANGES or value is None or isinstance(value, bool):
+            continue
+        low, strict = RANGES[item.name]
+        if value != value or value < low or (strict and value == low):
+            wanted = f"be above {low:g}" if strict else ("be at least 1" if low == 1 else "not be negative")
+            raise SparringError(f"--{item.name.replace('_', '-')} must {wanted}, not {value}.")
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^\w.-]+", "_", text).strip("_.")[:60] or "model"
 
@@ -75,8 +99,7 @@ def out_dir(config: EvalConfig, domain: str, *parts: Any) -> Path:
 
 def runner_config(config: EvalConfig) -> RunnerConfig:
     """Greedy turns under the configured limits, with a progress bar on stderr."""
-    if config.concurrency < 1:
-        raise SparringError(f"--concurrency must be at least 1, not {config.concurrency}.")
+    check_ranges(config)
     return RunnerConfig(
         concurrency=config.concurrency,
         sampling=SamplingParams(temperature=0.0, max_new_tokens=config.max_new_tokens),

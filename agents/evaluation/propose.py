@@ -29,7 +29,7 @@ from typing import Any
 
 from sparring import SparringError
 from sparring.agents.episodes import Episode
-from sparring.agents.evaluation.config import out_dir, run_identity, runner_config
+from sparring.agents.evaluation.config import check_ranges, out_dir, run_identity, runner_config
 from sparring.agents.evaluation.records import Instance, play
 from sparring.agents.evaluation.reports import headline, write_report
 from sparring.agents.evaluation.search import SearchSettings, question_source, require_seeds
@@ -54,13 +54,12 @@ class ProposeEvalConfig(SearchSettings):
 
 
 def _check(config: ProposeEvalConfig) -> None:
+    check_ranges(config)
     if config.split != "train":
         raise SparringError(
             f"--split {config.split!r} has no proposer tasks: the held-out answers' entries are withheld from the "
             "corpus, so no proposer can find them; use --split train (the default)."
         )
-    if config.limit is not None and config.limit < 1:
-        raise SparringError(f"--limit must be at least 1 seed answer, not {config.limit}.")
 
 
 def propose_instances(config: ProposeEvalConfig, validator: Any) -> list[Instance]:

@@ -15,7 +15,14 @@ from typing import Any
 
 from sparring import SparringError
 from sparring.agents.episodes import Episode
-from sparring.agents.evaluation.config import EvalConfig, check_split, out_dir, run_identity, runner_config
+from sparring.agents.evaluation.config import (
+    EvalConfig,
+    check_ranges,
+    check_split,
+    out_dir,
+    run_identity,
+    runner_config,
+)
 from sparring.agents.evaluation.records import Instance, play
 from sparring.agents.evaluation.reports import headline, write_report
 from sparring.agents.evaluation.specs import load_policy, parse_spec
@@ -91,9 +98,8 @@ def search_instances(config: SearchEvalConfig) -> list[Instance]:
     from sparring.envs.search.corpus import corpus_dir
     from sparring.envs.search.heldout import load_heldout
 
+    check_ranges(config)
     check_split(config.split)
-    if config.limit is not None and config.limit < 1:
-        raise SparringError(f"--limit must be at least 1 question, not {config.limit}.")
 
     def make_env() -> SearchAnswerEnv:
         return SearchAnswerEnv(

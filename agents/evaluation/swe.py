@@ -16,7 +16,14 @@ from typing import Any
 
 from sparring import SparringError
 from sparring.agents.episodes import Episode
-from sparring.agents.evaluation.config import EvalConfig, check_split, out_dir, run_identity, runner_config
+from sparring.agents.evaluation.config import (
+    EvalConfig,
+    check_ranges,
+    check_split,
+    out_dir,
+    run_identity,
+    runner_config,
+)
 from sparring.agents.evaluation.records import Instance, check_run, play
 from sparring.agents.evaluation.reports import headline, write_report
 from sparring.agents.evaluation.specs import load_policy, parse_spec
@@ -57,6 +64,7 @@ def bug_kind(task: dict[str, Any]) -> str:
 
 def instance_tasks(config: SWEEvalConfig) -> tuple[list[dict[str, Any]], str]:
     """The repair tasks to play and where they come from (the set's file)."""
+    check_ranges(config)
     if config.instances:
         return load_instance_file(Path(config.instances)), str(Path(config.instances))
     check_split(config.split)

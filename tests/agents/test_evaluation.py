@@ -102,6 +102,40 @@ def test_scripted_agents_play_only_their_domains() -> None:
 # --------------------------------------------------------------------------- statistics and compare
 
 
+def test_every_numeric_eval_option_has_a_range_and_a_value_outside_it_is_one_sentence(tmp_path: Path) -> None:
+    import dataclasses
+    import typing
+
+    from sparring.agents.evaluation.config import RANGES, check_ranges
+    from sparring.agents.evaluation.propose import ProposeEvalConfig, run_propose_eval
+    from sparring.agents.evaluation.search import SearchEvalConfig, run_search_eval
+    from sparring.agents.evaluation.swe import SWEEvalConfig
+
+    numbers = (int, float, int | None, float | None)
+    for kind in (SearchEvalConfig, ProposeEvalConfig, SWEEvalConfig):
+        hints = typing.get_type_hints(kind)
+        numeric = {f.name for f in dataclasses.fields(kind) if hints[f.name] in numbers}
+        assert numeric <= set(RANGES), f"{kind.__name__} has numeric options without a range: {numeric - set(RANGES)}"
+        check_ranges(kind())  # the defaults are inside
+    for config, message in [
+        (SearchEvalConfig(max_turns=0), "--max-turns must be at least 1, not 0"),
+        (SearchEvalConfig(limit=-5), "--limit must be at least 1, not -5"),
+        (SearchEvalConfig(max_seconds=0.0), "--max-seconds must be above 0, not 0.0"),
+        (SearchEvalConfig(max_new_tokens=-1), "--max-new-tokens must be at least 1"),
+        (SWEEvalConfig(seed=-1), "--seed must not be negative, not -1"),
+        (SWEEvalConfig(test_timeout=float("nan")), "--test-timeout must be above 0, not nan"),
+        (ProposeEvalConfig(topk=0), "--topk must be at least 1"),
+    ]:
+        with pytest.raises(SparringError, match=message):
+            check_ranges(config)
+    out = tmp_path / "never"
+    with pytest.raises(SparringError, match="--max-turns must be at least 1"):
+        run_search_eval(SearchEvalConfig(model="scripted:oracle", max_turns=0, out=str(out)))
+    with pytest.raises(SparringError, match="--limit must be at least 1"):
+        run_propose_eval(ProposeEvalConfig(model="scripted:definition-proposer", limit=0, out=str(out)))
+    assert not out.exists()
+
+
 def test_bootstrap_intervals_hold_the_mean_and_are_seeded() -> None:
     stat = mean_ci([1, 0, 1, 1, 0, 1, 1, 1, 0, 1])
     assert stat["mean"] == 0.7 and stat["ci"][0] < 0.7 < stat["ci"][1] and stat["n"] == 10
