@@ -27,7 +27,10 @@ from typing import Any, TypeVar
 
 import typer
 
-__all__ = ["config_command", "field_docs"]
+from sparring import SparringError
+
+__all__ = ["ABOVE_0", "AT_LEAST_1", "NOT_NEGATIVE", "Range", "check_ranges", "config_command", "field_docs",
+           "numeric_fields"]  # fmt: skip
 
 C = TypeVar("C")
 
@@ -54,6 +57,51 @@ def field_docs(cls: type) -> dict[str, str]:
             ):
                 docs[node.target.id] = " ".join(nxt.value.value.split())
     return docs
+
+
+#: A numeric field's allowed values: (low, high or None, low excluded, high excluded).
+Range = tuple[float, float | None, bool, bool]
+AT_LEAST_1: Range = (1, None, False, False)
+NOT_NEGATIVE: Range = (0, None, False, False)
+ABOVE_0: Range = (0, None, True, False)
+
+
+def numeric_fields(cls: type) -> set[str]:
+    """Names of a dataclass's int and float fields, optional ones included (each needs a range)."""
+    hints = typing.get_type_hints(cls)
+    numbers = (int, float, int | None, float | None)
+    return {item.name for item in dataclasses.fields(cls) if hints[item.name] in numbers}
+
+
+def _describe(bounds: Range, zero_means: str | None) -> str:
+    low, high, low_open, high_open = bounds
+    if high is not None:
+        return f"be between {low:g} and {high:g}" + (f", {high:g} excluded" if high_open else "")
+    if low_open:
+        return f"be above {low:g}"
+    if low != 0:
+        return f"be at least {low:g}"
+    return "not be negative" + (f" (0: {zero_means})" if zero_means else "")
+
+
+def check_ranges(
+    config: Any, ranges: dict[str, Range], name: Callable[[str], str], zero_means: dict[str, str] | None = None
+) -> None:
+    """Refuse, in one sentence, the first field of ``config`` outside its range (None passes: no limit; NaN fails).
+
+    ``name`` turns a field name into what the user typed (``config key 'lr'``, ``--max-turns``); ``zero_means``
+    says what 0 means where it means something (``{"temperature": "greedy"}``).
+    """
+    for item in dataclasses.fields(config):
+        value = getattr(config, item.name)
+        if item.name not in ranges or value is None:
+            continue
+        low, high, low_open, high_open = ranges[item.name]
+        below = value < low or (low_open and value == low)
+        above = high is not None and (value > high or (high_open and value == high))
+        if value != value or below or above:
+            zero = (zero_means or {}).get(item.name)
+            raise SparringError(f"{name(item.name)} must {_describe(ranges[item.name], zero)}, not {value}.")
 
 
 def _cli_type(hint: Any) -> Any:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from sparring import SparringError
+from sparring.config_cli import ABOVE_0, AT_LEAST_1, NOT_NEGATIVE, Range, check_ranges
 
 __all__ = ["GAMES", "PRESETS_DIR", "TrainConfig", "config_help", "load_config", "presets"]
 
@@ -227,37 +228,26 @@ def _apply(config: TrainConfig, values: dict[str, Any], where: str) -> None:
         setattr(config, key, _coerce(key, value, hints[key]))
 
 
-# The allowed range of every numeric key, (low, high or None, low excluded): a count, a size, a rate or a
-# weight below it would be taken up silently (a negative episode count plays none), so none goes unchecked.
-RANGES: dict[str, tuple[float, float | None, bool]] = {
-    **{key: (1, None, False) for key in (
+# The allowed range of every numeric key: a count, a size, a rate or a weight outside it would be taken up
+# silently (a negative episode count plays none), so none goes unchecked.
+RANGES: dict[str, Range] = {
+    **dict.fromkeys((
         "search_group", "swe_group", "search_max_turns", "swe_max_turns", "max_new_tokens", "max_context_tokens",
         "concurrency", "updates_per_iteration", "warm_start_batch", "threads",
-    )},
-    **{key: (0, None, False) for key in (
+    ), AT_LEAST_1),
+    **dict.fromkeys((
         "iterations", "proposals", "drawn_tasks", "retries", "min_spread_groups", "max_top_ups",
         "replay_clear_every", "warm_start_episodes", "warm_start_proposer_episodes", "warm_start_swe_episodes",
         "warm_start_validator_demos", "warm_start_epochs", "checkpoint_every", "seed", "prefix_cache_tokens",
         "temperature", "weight_decay", "max_grad_norm", "lam", "clip_high", "kl_coef", "proposer_weight",
         "solver_weight", "time_limit_minutes",
-    )},
-    **{key: (0, None, True) for key in ("lr", "warm_start_lr", "episode_seconds", "tis_cap")},
-    "gamma": (0, 1, False),
-    "clip_low": (0, 1, False),
+    ), NOT_NEGATIVE),
+    **dict.fromkeys(("lr", "warm_start_lr", "episode_seconds", "tis_cap"), ABOVE_0),
+    "gamma": (0, 1, False, False),
+    "clip_low": (0, 1, False, True),  # the ratio's lower bound is 1 - clip_low
 }  # fmt: skip
 _ZERO_MEANS = {"time_limit_minutes": "none", "temperature": "greedy", "max_grad_norm": "no clipping",
                "prefix_cache_tokens": "none", "replay_clear_every": "never"}  # fmt: skip
-
-
-def _describe_range(key: str) -> str:
-    low, high, strict = RANGES[key]
-    if high is not None:
-        return f"be between {low:g} and {high:g}"
-    if strict:
-        return f"be above {low:g}"
-    if low == 1:
-        return "be at least 1"
-    return "not be negative" + (f" (0: {_ZERO_MEANS[key]})" if key in _ZERO_MEANS else "")
 
 
 def _check(config: TrainConfig) -> None:
@@ -271,14 +261,7 @@ def _check(config: TrainConfig) -> None:
             raise SparringError(
                 f"config key {key!r} must be one of {', '.join(allowed)}, not {getattr(config, key)!r}."
             )
-    for key, (low, high, strict) in RANGES.items():
-        value = getattr(config, key)
-        if value is None:
-            continue
-        if value != value or value < low or (strict and value == low) or (high is not None and value > high):
-            raise SparringError(f"config key {key!r} must {_describe_range(key)}, not {value}.")
-    if config.clip_low == 1:
-        raise SparringError("config key 'clip_low' must be under 1 (the ratio's lower bound is 1 - clip_low), not 1.")
+    check_ranges(config, RANGES, lambda key: f"config key {key!r}", _ZERO_MEANS)
 
 
 def load_config(preset: str | None = None, overrides: list[str] | None = None) -> TrainConfig:

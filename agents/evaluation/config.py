@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +10,8 @@ from typing import Any
 from sparring import SparringError
 from sparring.agents.generation import SamplingParams
 from sparring.agents.runner import RunnerConfig
+from sparring.config_cli import ABOVE_0, AT_LEAST_1, NOT_NEGATIVE, Range
+from sparring.config_cli import check_ranges as check_field_ranges
 
 __all__ = ["GROUPS", "HEADLINE", "RANGES", "EvalConfig", "check_ranges", "check_split", "out_dir", "run_identity",
            "runner_config"]  # fmt: skip
@@ -63,26 +64,18 @@ def check_split(split: str) -> None:
         raise SparringError(f"unknown split {split!r}; use heldout (never trained on) or train.")
 
 
-#: The allowed range of every numeric option of every evaluation, (low, low excluded): a count or a limit
-#: outside it would be taken up silently (0 turns plays nothing and scores it), so none goes unchecked.
-RANGES: dict[str, tuple[float, bool]] = {
-    **{name: (1, False)
-       for name in ("max_turns", "max_new_tokens", "concurrency", "threads", "limit", "topk", "n_bugs")},
-    "seed": (0, False),
-    **{name: (0, True) for name in ("max_seconds", "request_timeout", "command_timeout", "test_timeout")},
-}  # fmt: skip
+#: The allowed range of every numeric option of every evaluation: a count or a limit outside it would be
+#: taken up silently (0 turns plays nothing and scores it), so none goes unchecked.
+RANGES: dict[str, Range] = {
+    **dict.fromkeys(("max_turns", "max_new_tokens", "concurrency", "threads", "limit", "topk", "n_bugs"), AT_LEAST_1),
+    "seed": NOT_NEGATIVE,
+    **dict.fromkeys(("max_seconds", "request_timeout", "command_timeout", "test_timeout"), ABOVE_0),
+}
 
 
 def check_ranges(config: EvalConfig) -> None:
     """Refuse, in one sentence naming the option, a numeric option outside its range (None passes: no limit)."""
-    for item in dataclasses.fields(config):
-        value = getattr(config, item.name)
-        if item.name not in RANGES or value is None or isinstance(value, bool):
-            continue
-        low, strict = RANGES[item.name]
-        if value != value or value < low or (strict and value == low):
-            wanted = f"be above {low:g}" if strict else ("be at least 1" if low == 1 else "not be negative")
-            raise SparringError(f"--{item.name.replace('_', '-')} must {wanted}, not {value}.")
+    check_field_ranges(config, RANGES, lambda name: "--" + name.replace("_", "-"))
 
 
 def _slug(text: str) -> str:

@@ -103,18 +103,14 @@ def test_scripted_agents_play_only_their_domains() -> None:
 
 
 def test_every_numeric_eval_option_has_a_range_and_a_value_outside_it_is_one_sentence(tmp_path: Path) -> None:
-    import dataclasses
-    import typing
-
     from sparring.agents.evaluation.config import RANGES, check_ranges
     from sparring.agents.evaluation.propose import ProposeEvalConfig, run_propose_eval
     from sparring.agents.evaluation.search import SearchEvalConfig, run_search_eval
     from sparring.agents.evaluation.swe import SWEEvalConfig
+    from sparring.config_cli import numeric_fields
 
-    numbers = (int, float, int | None, float | None)
     for kind in (SearchEvalConfig, ProposeEvalConfig, SWEEvalConfig):
-        hints = typing.get_type_hints(kind)
-        numeric = {f.name for f in dataclasses.fields(kind) if hints[f.name] in numbers}
+        numeric = numeric_fields(kind)
         assert numeric <= set(RANGES), f"{kind.__name__} has numeric options without a range: {numeric - set(RANGES)}"
         check_ranges(kind())  # the defaults are inside
     for config, message in [
