@@ -13,7 +13,31 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Agent", "DoNothingAgent", "OracleAgent", "RandomToolAgent", "ReplayAgent", "RetrievalFloorAgent"]
+__all__ = [
+    "Agent",
+    "DoNothingAgent",
+    "OracleAgent",
+    "RandomToolAgent",
+    "ReplayAgent",
+    "RetrievalFloorAgent",
+    "copied_title",
+]
+
+
+def copied_title(title: str) -> str:
+    """A title as an answer copies it: after a space, as the results show it (``(Title: Duchamp)``).
+
+    A byte-level BPE splits a word differently with and without its leading space (SmolLM2:
+    ``ĠDuch·amp`` after ``Title:``, ``D·uch·amp`` after ``<answer>``). A small model copies the
+    tokens it reads well and re-spells a word in other tokens badly ("Dachamp", "Muhanism"), so the
+    demonstrations answer in the observation's own tokens. Answers are scored after normalisation,
+    so the space changes no score.
+
+    Example:
+        >>> copied_title("Duchamp")
+        ' Duchamp'
+    """
+    return " " + title.strip() if title.strip() else ""
 
 
 @runtime_checkable
@@ -126,7 +150,7 @@ class RetrievalFloorAgent:
             self._searched = True
             return f"<search>{self.query()}</search>"
         title = observation.split("(Title: ", 1)[1].split(")", 1)[0] if "(Title: " in observation else ""
-        return f"<answer>{title}</answer>"
+        return f"<answer>{copied_title(title)}</answer>"
 
 
 def _call(name: str, **arguments: Any) -> str:

@@ -70,6 +70,7 @@ def validator_demonstrations(tokenizer: Any, proposer_episodes: list[Episode]) -
     shuffled order) and the seed answer as the action.
     """
     from sparring.agents.answering import ANSWER_PREFILL, ANSWER_STOP, chat_prompt_ids
+    from sparring.agents.scripted import copied_title
     from sparring.envs.search.scoring import answer_in_text
     from sparring.envs.search.validation import Proposal, validation_prompt
 
@@ -87,7 +88,8 @@ def validator_demonstrations(tokenizer: Any, proposer_episodes: list[Episode]) -
                        prompt=prompt)  # fmt: skip
         append_tokens(demo, chat_prompt_ids(tokenizer, [{"role": "user", "content": prompt}], ANSWER_PREFILL), -1,
                       action=False)  # fmt: skip
-        append_tokens(demo, tokenizer.encode(answer + ANSWER_STOP, add_special_tokens=False), 0, action=True)
+        action = copied_title(answer) + ANSWER_STOP  # the title's tokens as the documents show them
+        append_tokens(demo, tokenizer.encode(action, add_special_tokens=False), 0, action=True)
         demos.append(demo)
     return demos
 

@@ -8,7 +8,7 @@ import gymnasium as gym
 import pytest
 
 from sparring.agents.answering import ANSWER_PREFILL, chat_prompt_ids
-from sparring.agents.demonstrators import DefinitionProposerAgent, _definition
+from sparring.agents.demonstrators import DefinitionProposerAgent, DefinitionSearchAgent, _definition
 from sparring.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
 from sparring.envs.search.validation import PolicyValidator, Proposal
 from sparring.training.demos import validator_demonstrations
@@ -42,8 +42,46 @@ def test_each_grounded_proposal_becomes_the_prompt_the_validator_sees_and_its_se
         prompt_ids = [t for t, turn in zip(demo.token_ids, demo.token_turn, strict=True) if turn < 0]
         assert prompt_ids == chat_prompt_ids(smol_tokenizer, [{"role": "user", "content": demo.prompt}], ANSWER_PREFILL)
         action = [t for t, a in zip(demo.token_ids, demo.action_mask, strict=True) if a]
-        assert smol_tokenizer.decode(action) == f"{o['answer']}</answer>"
+        assert smol_tokenizer.decode(action) == f" {o['answer']}</answer>"
+        assert _contains(demo.token_ids[: demo.action_mask.index(True)], action[: -_stop_len(smol_tokenizer)])
         assert demo.role == "validator" and demo.domain == "search"
+
+
+def _stop_len(tokenizer: Any) -> int:
+    return len(tokenizer.encode("</answer>", add_special_tokens=False))
+
+
+def _contains(tokens: list[int], run: list[int]) -> bool:
+    """Whether ``run`` occurs in ``tokens`` as a contiguous run."""
+    return any(tokens[i : i + len(run)] == run for i in range(len(tokens) - len(run) + 1))
+
+
+def test_a_solver_demonstration_answers_in_the_tokens_its_search_results_show(corpus: Any, smol_tokenizer: Any) -> None:
+    """The copied title is the very token run the model read, which a small model copies without re-spelling it."""
+    from sparring.agents.chat import ChatFormat
+    from sparring.training.demos import tokenize_episode
+
+    def make() -> Any:
+        return gym.make("sparring/SearchAnswer-v0", max_turns=3)
+
+    played = EpisodeRunner(lambda spec: DefinitionSearchAgent(), RunnerConfig(progress=False)).run(
+        [EpisodeSpec(make, seed=seed) for seed in range(8)]
+    )
+    env = make()
+    tools = list(env.unwrapped.tools)
+    env.close()
+    answered = [ep for ep in played if ep.outcome.get("answer")]
+    assert len(answered) >= 6
+    stop = _stop_len(smol_tokenizer)
+    prefix = len(smol_tokenizer.encode("<answer>", add_special_tokens=False))
+    for ep in answered:
+        tokenize_episode(ChatFormat(smol_tokenizer), ep, tools)
+        start = next(i for i, (turn, a) in enumerate(zip(ep.token_turn, ep.action_mask, strict=True))
+                     if a and turn == ep.token_turn[-1])  # fmt: skip
+        title = ep.token_ids[start + prefix : len(ep.token_ids) - stop]
+        assert smol_tokenizer.decode(title) == " " + ep.outcome["answer"]
+        shown = smol_tokenizer.convert_ids_to_tokens(title)
+        assert _contains(ep.token_ids[:start], title), (ep.outcome["answer"], shown)
 
 
 def test_proposals_without_the_answer_in_their_evidence_or_without_validation_are_left_out(
