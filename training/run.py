@@ -24,7 +24,7 @@ from sparring.training.memory import limit_arenas, peak_rss_gib, release
 from sparring.training.metrics import MetricsLog, plot, read_log, summary_table
 from sparring.training.trainer import Trainer, UpdateStats
 
-__all__ = ["run_training"]
+__all__ = ["iteration_speeds", "run_training"]
 
 
 def _update_metrics(prefix: str, stats: UpdateStats) -> dict[str, float]:
@@ -39,6 +39,21 @@ def _update_metrics(prefix: str, stats: UpdateStats) -> dict[str, float]:
     if stats.seconds:
         values["speed/train_tokens_per_s"] = stats.tokens / stats.seconds
     return values
+
+
+def iteration_speeds(generated: float, play_seconds: float, trained: float, update_seconds: float) -> dict[str, float]:
+    """An iteration's token rates over all its games: generated per second of play, trained per second of update.
+
+    An iteration that trained on nothing (every group dropped) has no training rate, rather than a rate of 0.
+
+    Example:
+        >>> iteration_speeds(generated=400, play_seconds=10, trained=0, update_seconds=2)
+        {'speed/generate_tokens_per_s': 40.0}
+    """
+    speeds = {"speed/generate_tokens_per_s": generated / play_seconds} if play_seconds > 0 else {}
+    if trained > 0 and update_seconds > 0:
+        speeds["speed/train_tokens_per_s"] = trained / update_seconds
+    return speeds
 
 
 def warm_start(trainer: Trainer, console: Console, metrics: MetricsLog) -> None:
@@ -129,6 +144,7 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
                 break
             t_iteration = time.perf_counter()
             values: dict[str, float] = {}
+            totals = dict(generated=0.0, play_seconds=0.0, trained=0.0, update_seconds=0.0)
             for game in config.games:
                 t_play = time.perf_counter()
                 rollouts, stats = trainer.play(game)
@@ -143,8 +159,11 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
                 release()
                 values |= {f"{game}/{k}": v for k, v in _update_metrics("update", update).items()}
                 values[f"{game}/seconds_update"] = update.seconds
-                if play_seconds:
-                    values["speed/generate_tokens_per_s"] = generated / play_seconds
+                totals["generated"] += generated
+                totals["play_seconds"] += play_seconds
+                totals["trained"] += update.tokens
+                totals["update_seconds"] += update.seconds
+            values |= iteration_speeds(**totals)  # over every game: one game's rate alone would hide the other's
             for key in list(values):
                 for game in config.games:
                     if key.startswith(f"{game}/update/"):

@@ -15,6 +15,7 @@ from sparring.envs.core import Episode, Turn
 from sparring.training.checkpoint import STATE, latest_checkpoint, load_checkpoint, save_checkpoint
 from sparring.training.config import TrainConfig, load_config, presets
 from sparring.training.game import ReplayBuffer, Rollout, end_reason
+from sparring.training.metrics import read_log
 from sparring.training.sequences import action_logprobs, action_scores, to_sequence
 from sparring.training.trainer import Trainer
 from tests.training.conftest import tiny_model
@@ -295,6 +296,20 @@ def test_the_time_budget_counts_the_longest_iteration_and_refuses_a_negative_bud
         load_config(None, ["time_limit_minutes=-1"])
 
 
+def test_an_iterations_speeds_add_up_every_game_and_leave_out_an_update_that_trained_nothing() -> None:
+    from sparring.training.run import iteration_speeds
+
+    # search: 300 tokens in 10 s of play, 60 trained in 6 s; swe: 100 tokens in 30 s, 40 trained in 4 s
+    assert iteration_speeds(generated=400, play_seconds=40, trained=100, update_seconds=10) == {
+        "speed/generate_tokens_per_s": 10.0,
+        "speed/train_tokens_per_s": 10.0,
+    }
+    assert iteration_speeds(generated=400, play_seconds=40, trained=0, update_seconds=0.5) == {
+        "speed/generate_tokens_per_s": 10.0
+    }
+    assert iteration_speeds(generated=0, play_seconds=0, trained=0, update_seconds=0) == {}
+
+
 @pytest.mark.slow
 def test_a_run_out_of_time_stops_between_iterations_with_a_checkpoint(
     smol_tokenizer: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -311,6 +326,12 @@ def test_a_run_out_of_time_stops_between_iterations_with_a_checkpoint(
     monkeypatch.setattr(trainer, "elapsed", lambda: 100.0 * trainer.iteration)
     summary = run_training(trainer.config, trainer=trainer)
     assert summary["iterations"] == 3 and summary["stopped_by_time_limit"] is True
+    rows = read_log(tmp_path / "run")
+    for row in rows:  # every iteration's own rates, not only the game's prefixed copies
+        rate = row["search/generated_tokens"] / row["search/seconds_play"]
+        assert row["speed/generate_tokens_per_s"] == pytest.approx(rate)
+        trained = row["search/update/tokens"] > 0
+        assert ("speed/train_tokens_per_s" in row) == trained, row
     latest = latest_checkpoint(tmp_path / "run")
     assert latest is not None and latest.name == "iter-000003"  # saved at the stop, between checkpoint_every's
     state = torch.load(latest / STATE, weights_only=False)
