@@ -76,7 +76,8 @@ def numeric_fields(cls: type) -> set[str]:
 def _describe(bounds: Range, zero_means: str | None) -> str:
     low, high, low_open, high_open = bounds
     if high is not None:
-        return f"be between {low:g} and {high:g}" + (f", {high:g} excluded" if high_open else "")
+        excluded = [f"{v:g}" for v, is_open in ((low, low_open), (high, high_open)) if is_open]
+        return f"be between {low:g} and {high:g}" + (f", {' and '.join(excluded)} excluded" if excluded else "")
     if low_open:
         return f"be above {low:g}"
     if low != 0:

@@ -68,6 +68,10 @@ class TrainConfig:
     """An episode that would outgrow this many tokens is ended as overlong."""
     temperature: float = 1.0
     """Sampling temperature of self-play episodes."""
+    top_p: float = 1.0
+    """Nucleus mass of self-play sampling: each token is drawn from the most likely tokens holding this much
+    of the tempered probability (1: all of it). Below 1 a higher temperature explores among likely tokens
+    without drawing from the vocabulary's long tail."""
     concurrency: int = 8
     """Episodes played at once."""
     episode_seconds: float = 300.0
@@ -244,6 +248,7 @@ RANGES: dict[str, Range] = {
     ), NOT_NEGATIVE),
     **dict.fromkeys(("lr", "warm_start_lr", "episode_seconds", "tis_cap"), ABOVE_0),
     "gamma": (0, 1, False, False),
+    "top_p": (0, 1, True, False),
     "clip_low": (0, 1, False, True),  # the ratio's lower bound is 1 - clip_low
 }  # fmt: skip
 _ZERO_MEANS = {"time_limit_minutes": "none", "temperature": "greedy", "max_grad_norm": "no clipping",

@@ -415,7 +415,10 @@ def play_iteration(
 ) -> IterationResult:
     """Play one iteration of ``game`` with ``policy``; return its rollouts with rewards and groups."""
     sampling = SamplingParams(
-        temperature=config.temperature, max_new_tokens=config.max_new_tokens, seed=int(rng.integers(0, 2**31 - 1))
+        temperature=config.temperature,
+        top_p=config.top_p,
+        max_new_tokens=config.max_new_tokens,
+        seed=int(rng.integers(0, 2**31 - 1)),
     )
     runner = EpisodeRunner(
         policy,

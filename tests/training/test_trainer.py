@@ -212,6 +212,8 @@ def test_every_numeric_config_key_has_a_range_and_a_value_outside_it_is_one_sent
         ("temperature=-1", r"'temperature' must not be negative \(0: greedy\)"),
         ("gamma=1.5", "'gamma' must be between 0 and 1, not 1.5"),
         ("clip_low=1", "'clip_low' must be between 0 and 1, 1 excluded, not 1.0"),
+        ("top_p=0", "'top_p' must be between 0 and 1, 0 excluded, not 0.0"),
+        ("top_p=1.2", "'top_p' must be between 0 and 1, 0 excluded, not 1.2"),
         ("threads=0", "'threads' must be at least 1"),
     ]:
         with pytest.raises(SparringError, match=message):
@@ -341,3 +343,18 @@ def test_a_run_out_of_time_stops_between_iterations_with_a_checkpoint(
     load_checkpoint(resumed, latest)  # a resumed run remembers the time spent before it
     assert resumed.elapsed() >= 300.0 and resumed.longest_iteration == state["longest_iteration"]
     assert out_of_time(resumed)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_self_play_samples_with_the_configured_nucleus(smol_tokenizer: Any, corpus: Any, tmp_path: Path) -> None:
+    """A near-uniform tiny model's attempts at one task differ; with a vanishing nucleus each is the argmax."""
+    firsts = {}
+    for top_p in (1.0, 1e-6):
+        settings = ["proposals=0", "drawn_tasks=1", "search_group=4", "search_max_turns=1", "max_new_tokens=6",
+                    "max_top_ups=0", "temperature=1.5", f"top_p={top_p}"]  # fmt: skip
+        rollouts, _ = _trainer(smol_tokenizer, tmp_path, *settings).play("search")
+        assert len(rollouts) == 4
+        firsts[top_p] = {tuple(r.episode.token_ids[r.episode.action_mask.index(1) :]) for r in rollouts}
+    assert len(firsts[1.0]) > 1, "four samples of a near-uniform distribution came out the same"
+    assert len(firsts[1e-6]) == 1, "top_p did not reach the sampler"
