@@ -132,7 +132,8 @@ class TrainConfig:
     long sequence and costs container time, so a short run gives them fewer."""
     warm_start_validator_demos: int = 16
     """RAG validation demonstrations (search game: the evidence and the seed answer) in the warm start,
-    at most; each is a 2-3k-token prompt, so they cost more than the rest."""
+    at most; more scripted proposals play when the proposer's own count would not yield them. Each is a
+    prompt of about 750 tokens with a one-title answer."""
     warm_start_epochs: int = 2
     """Passes over the warm-start demonstrations."""
     warm_start_batch: int = 8

@@ -172,9 +172,15 @@ def demonstrations(
         def make(env_id: str = env_id, turns: int = turns, kwargs: dict = kwargs) -> Any:
             return gym.make(env_id, max_turns=turns, **kwargs)
 
-        seeds = rng.integers(0, 2**31 - 1, size=count)
+        validating = (domain, role) == ("search", "proposer") and config.warm_start_validator_demos > 0
+        # The RAG validation demonstrations come from proposer episodes too (about nine in ten reach
+        # validation with their answer in the evidence): more of them play when more are asked for,
+        # and only the first ``count`` are proposer demonstrations.
+        extra = max(0, config.warm_start_validator_demos * 5 // 4 - count) if validating else 0
+        seeds = rng.integers(0, 2**31 - 1, size=count + extra)
         runner = EpisodeRunner(agent, RunnerConfig(concurrency=config.concurrency, progress=False))
-        played = runner.run([EpisodeSpec(make, seed=int(s), env_id=env_id) for s in seeds])
+        everything = runner.run([EpisodeSpec(make, seed=int(s), env_id=env_id) for s in seeds])
+        played = everything[:count]
         env = make()
         try:
             tools = list(env.unwrapped.tools)
@@ -191,9 +197,9 @@ def demonstrations(
                 why[reason] = why.get(reason, 0) + 1
         stats.failed[f"{domain}/{role}"] = why
         kept += good
-        if (domain, role) == ("search", "proposer"):
-            rag = validator_demonstrations(policy.tokenizer, played)[: max(0, config.warm_start_validator_demos)]
-            stats.played["search/validator"] = sum("validator_answer" in ep.outcome for ep in played)
+        if validating:
+            rag = validator_demonstrations(policy.tokenizer, everything)[: config.warm_start_validator_demos]
+            stats.played["search/validator"] = sum("validator_answer" in ep.outcome for ep in everything)
             stats.kept["search/validator"] = len(rag)
             kept += rag
     return kept, stats

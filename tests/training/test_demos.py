@@ -163,3 +163,30 @@ def test_each_swe_role_plays_warm_start_swe_episodes_or_a_quarter_of_the_search_
         _, stats = demonstrations(config, policy, np.random.default_rng(0))
         assert stats.played["swe/solver"] == count
         assert stats.played.get("swe/proposer", count) == count  # no proposer demonstration without a stored bug
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_more_validator_demonstrations_than_proposer_ones_play_more_proposals_for_them(
+    corpus: Any, smol_tokenizer: Any
+) -> None:
+    """Asking for 8 RAG validation demonstrations with 2 proposer ones plays 10 proposals; 2 teach the proposer."""
+    import types
+
+    import numpy as np
+
+    from sparring.training.config import load_config
+    from sparring.training.demos import demonstrations
+
+    policy = types.SimpleNamespace(tokenizer=smol_tokenizer)
+    settings = ["games=search", "warm_start_episodes=0", "warm_start_proposer_episodes=2", "search_max_turns=3"]
+    counts = {}
+    for wanted in (1, 8):
+        config = load_config(None, [*settings, f"warm_start_validator_demos={wanted}"])
+        demos, stats = demonstrations(config, policy, np.random.default_rng(0))
+        roles = [d.role for d in demos]
+        assert stats.played["search/proposer"] == 2 and roles.count("proposer") == stats.kept["search/proposer"] <= 2
+        assert roles.count("validator") == stats.kept["search/validator"] <= wanted
+        counts[wanted] = (stats.played["search/validator"], stats.kept["search/validator"])
+    assert counts[1][1] == 1 and counts[1][0] <= 2
+    assert counts[8][0] > 2 and counts[8][1] >= 6, counts  # about nine in ten proposals reach validation grounded
