@@ -16,7 +16,7 @@ from sparring.training.checkpoint import STATE, latest_checkpoint, load_checkpoi
 from sparring.training.config import TrainConfig, load_config, presets
 from sparring.training.game import ReplayBuffer, Rollout, end_reason
 from sparring.training.metrics import read_log
-from sparring.training.sequences import action_logprobs, action_scores, to_sequence
+from sparring.training.sequences import action_logprobs, action_scores, bucket, to_sequence
 from sparring.training.trainer import Trainer
 from tests.training.conftest import tiny_model
 
@@ -121,6 +121,38 @@ def test_action_scores_entropy_matches_the_distribution(smol_tokenizer: Any, tmp
     dist = torch.distributions.Categorical(logits=logits)
     assert torch.allclose(entropy, dist.entropy(), atol=1e-4)
     assert torch.allclose(logp, dist.log_prob(seq.input_ids[seq.targets]), atol=1e-4)
+
+
+def test_padding_to_a_bucket_changes_neither_the_logprobs_nor_their_gradient(smol_tokenizer: Any, tmp_path: Path) -> None:
+    """The padded pass scores what the plain one does: padding comes after every scored position."""
+    trainer = _trainer(smol_tokenizer, tmp_path)
+    ep = _episode(list(range(1, 71)), list(range(100, 105)))  # 75 tokens, padded to 128; 5 targets to 64
+    append_tokens(ep, list(range(200, 230)), -1, action=False)
+    append_tokens(ep, list(range(300, 303)), 0, action=True, logprobs=[-10.0] * 3)
+    seq = to_sequence(ep)
+    model = trainer.model
+    with trainer._training():  # the autograd-capable layers, as in an update
+        padded = action_logprobs(model, seq).sum()
+        padded.backward()
+        grads = [p.grad.clone() for p in model.parameters() if p.grad is not None]
+        assert len(grads) > 2
+        model.zero_grad()
+        ids = seq.input_ids.unsqueeze(0)
+        plain = torch.log_softmax(model(input_ids=ids).logits[0, seq.targets - 1].float(), -1)
+        plain = plain.gather(-1, ids[0, seq.targets].unsqueeze(-1)).sum()
+        plain.backward()
+    assert seq.tokens == 8 and bucket(len(seq.input_ids)) == 128
+    assert float(padded.detach()) == pytest.approx(float(plain.detach()), abs=1e-4)
+    after = [p.grad for p in model.parameters() if p.grad is not None]
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(grads, after, strict=True))
+
+
+def test_buckets_are_few_and_pad_little() -> None:
+    """24 shapes up to 2,048 tokens, never shorter than asked, at most an eighth longer above 512."""
+    sizes = [bucket(n) for n in range(1, 4097)]
+    assert all(b >= n for n, b in enumerate(sizes, start=1))
+    assert len(set(sizes[:2048])) == 24 and len(set(sizes)) == 32
+    assert all(b - n <= n / 8 for n, b in enumerate(sizes, start=1) if n > 512)
 
 
 def test_equal_rewards_are_no_signal_and_are_dropped(smol_tokenizer: Any, tmp_path: Path) -> None:
