@@ -5,6 +5,8 @@ in the same format and the trainer learns from the successful ones (DESIGN §5, 
 
 * :class:`DefinitionSearchAgent` (search solver): search the quoted definition when the question
   has one (else the whole question), answer the first result's title;
+* :class:`DefinitionMatchAgent` (search solver, the warm start's): the same search, but answer the
+  first result whose text holds the quoted definition word for word (else the first result);
 * :class:`DefinitionProposerAgent` (search proposer): search the seed answer, read its entry,
   search the definition, ask for the term the definition describes;
 * :class:`~sparring.agents.scripted.OracleAgent` (SWE solver): apply the reverse of the bug's diff
@@ -18,9 +20,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sparring.agents.scripted import RetrievalFloorAgent
+from sparring.agents.scripted import RetrievalFloorAgent, copied_title
 
-__all__ = ["DefinitionProposerAgent", "DefinitionSearchAgent", "StoredBugAgent"]
+__all__ = ["DefinitionMatchAgent", "DefinitionProposerAgent", "DefinitionSearchAgent", "StoredBugAgent"]
 
 _QUOTED = re.compile(r'"([^"]{12,})"')
 _DOC = re.compile(r"(?:<information>)?Doc \d+ \(Title: (.*?)\) (.*?)(?:</information>)?$")
@@ -45,6 +47,34 @@ class DefinitionSearchAgent(RetrievalFloorAgent):
         """The quoted definition (at least 12 characters), else the whole question."""
         quoted = _QUOTED.search(self._question)
         return quoted.group(1) if quoted else self._question
+
+
+def _words(text: str) -> str:
+    """Lower-case words and numbers only, one space apart: what comparing a definition with an entry needs."""
+    return " ".join(re.sub(r"[^a-z0-9]+", " ", text.lower()).split())
+
+
+class DefinitionMatchAgent(DefinitionSearchAgent):
+    """Search the quoted definition; answer the first result whose text holds it, else the first result.
+
+    The search ranks an entry that shares the definition's words above the one that is defined by it
+    for about one question in fifteen (a headword's related adjective, a longer phrase); the defined
+    entry is then second or third, its text the definition word for word. Reading the results for
+    it is what a policy can learn beyond searching well (on the held-out questions: EM 0.723, against
+    0.676 for the first result, of 0.743 where the answer is among the three).
+    """
+
+    name = "definition-match"
+
+    def act(self, observation: str, info: dict[str, Any]) -> str:
+        """Search first; then answer the title of the entry that holds the definition."""
+        quoted = _QUOTED.search(self._question)
+        docs = _docs(observation) if self._searched else []
+        if not (quoted and docs):
+            return super().act(observation, info)
+        wanted = _words(quoted.group(1))
+        title = next((title for title, text in docs if wanted in _words(text)), docs[0][0])
+        return f"<answer>{copied_title(title)}</answer>"
 
 
 class DefinitionProposerAgent:

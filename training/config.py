@@ -130,6 +130,9 @@ class TrainConfig:
     warm_start_swe_episodes: int | None = None
     """Scripted episodes per SWE role (None: a quarter of the search game's). A SWE demonstration is a
     long sequence and costs container time, so a short run gives them fewer."""
+    search_teacher: str = "definition-match"
+    """The scripted search solver the warm start learns from: ``definition-match`` (search the quoted
+    definition, answer the entry that holds it) or ``definition-search`` (answer the first result)."""
     warm_start_validator_demos: int = 16
     """RAG validation demonstrations (search game: the evidence and the seed answer) in the warm start,
     at most; more scripted proposals play when the proposer's own count would not yield them. Each is a
@@ -261,7 +264,8 @@ def _check(config: TrainConfig) -> None:
     if unknown or not config.games:
         raise SparringError(f"games must be some of {', '.join(GAMES)}, not {config.games}.")
     choices = {"swe_tasks": ("policy", "procedural", "mix"), "overlong": ("mask", "score"),
-               "optimizer": ("adamw", "adafactor")}  # fmt: skip
+               "optimizer": ("adamw", "adafactor"),
+               "search_teacher": ("definition-match", "definition-search")}  # fmt: skip
     for key, allowed in choices.items():
         if getattr(config, key) not in allowed:
             raise SparringError(

@@ -32,7 +32,7 @@ class EvalConfig:
 
     model: str = "default"
     """Model SPEC: default, a hub id or local folder, a training checkpoint folder, openai:URL#MODEL, vllm:MODEL,
-    or scripted:oracle|do-nothing|retrieval-floor|definition-search|definition-proposer."""
+    or scripted:oracle|do-nothing|retrieval-floor|definition-search|definition-match|definition-proposer."""
     chat_only: bool = False
     """With an openai: SPEC: a chat-only API (hosted models): messages, not token ids."""
     split: str = "heldout"

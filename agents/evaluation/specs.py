@@ -15,7 +15,8 @@ a training checkpoint          the HF folder inside it: ``RUN/checkpoints/iter-N
                                answer), ``do-nothing`` (ends at once), ``retrieval-floor``
                                (search only: answers the top document's title),
                                ``definition-search`` (the same, searching the question's
-                               quoted definition: the warm start's search teacher)
+                               quoted definition), ``definition-match`` (that search, then
+                               the entry that holds the definition: the warm start's teacher)
 =============================  ===========================================================
 
 Example:
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from sparring import SparringError
-from sparring.agents.demonstrators import DefinitionProposerAgent, DefinitionSearchAgent
+from sparring.agents.demonstrators import DefinitionMatchAgent, DefinitionProposerAgent, DefinitionSearchAgent
 from sparring.agents.scripted import Agent, DoNothingAgent, OracleAgent, RetrievalFloorAgent
 
 __all__ = ["SCRIPTED", "ModelSpec", "checkpoint_model_dir", "load_policy", "parse_spec", "probe_endpoint"]
@@ -44,6 +45,7 @@ SCRIPTED: dict[str, tuple[type, frozenset[str]]] = {
     "do-nothing": (DoNothingAgent, frozenset({"swe", "search"})),
     "retrieval-floor": (RetrievalFloorAgent, frozenset({"search"})),
     "definition-search": (DefinitionSearchAgent, frozenset({"search"})),
+    "definition-match": (DefinitionMatchAgent, frozenset({"search"})),
     "definition-proposer": (DefinitionProposerAgent, frozenset({"search-propose"})),
 }
 

@@ -190,3 +190,35 @@ def test_more_validator_demonstrations_than_proposer_ones_play_more_proposals_fo
         counts[wanted] = (stats.played["search/validator"], stats.kept["search/validator"])
     assert counts[1][1] == 1 and counts[1][0] <= 2
     assert counts[8][0] > 2 and counts[8][1] >= 6, counts  # about nine in ten proposals reach validation grounded
+
+
+def test_the_matching_teacher_answers_the_entry_that_holds_the_definition(corpus: Any) -> None:
+    """Where the search ranks a related entry first, the teacher reads on to the defined one.
+
+    Held-out questions of the default corpus: two whose defined entry is ranked second, holding the
+    definition word for word; one whose right entry (a 1913 dictionary's) words it otherwise, where
+    the teacher falls back to the first result; one ranked first.
+    """
+    from sparring.agents.demonstrators import DefinitionMatchAgent
+
+    tasks = [
+        {"id": "denture", "question": 'Which word or phrase means "a dental appliance that artificially replaces '
+         'missing teeth"?', "answers": ["denture", "dental plate", "plate"]},
+        {"id": "dicot", "question": 'Which word or phrase means "flowering plant with two cotyledons"?',
+         "answers": ["dicotyledon", "dicot", "magnoliopsid", "exogen"]},
+        {"id": "kremlin", "question": 'Which word or phrase means "citadel of Moscow, housing the offices of the '
+         'Russian government"?', "answers": ["Kremlin"]},
+        {"id": "porto", "question": 'Which word or phrase means "port city in northwest Portugal"?',
+         "answers": ["Porto", "Oporto"]},
+    ]  # fmt: skip
+
+    def play(agent: type) -> list[float]:
+        def make() -> Any:
+            return gym.make("sparring/SearchAnswer-v0", max_turns=3)
+
+        specs = [EpisodeSpec(make, seed=i, options={"task": task}) for i, task in enumerate(tasks)]
+        played = EpisodeRunner(lambda spec: agent(), RunnerConfig(progress=False)).run(specs)
+        return [ep.outcome.get("em", 0.0) for ep in played]
+
+    assert play(DefinitionSearchAgent) == [0.0, 0.0, 0.0, 1.0]
+    assert play(DefinitionMatchAgent) == [1.0, 1.0, 0.0, 1.0]

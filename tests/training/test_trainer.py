@@ -123,7 +123,9 @@ def test_action_scores_entropy_matches_the_distribution(smol_tokenizer: Any, tmp
     assert torch.allclose(logp, dist.log_prob(seq.input_ids[seq.targets]), atol=1e-4)
 
 
-def test_padding_to_a_bucket_changes_neither_the_logprobs_nor_their_gradient(smol_tokenizer: Any, tmp_path: Path) -> None:
+def test_padding_to_a_bucket_changes_neither_the_logprobs_nor_their_gradient(
+    smol_tokenizer: Any, tmp_path: Path
+) -> None:
     """The padded pass scores what the plain one does: padding comes after every scored position."""
     trainer = _trainer(smol_tokenizer, tmp_path)
     ep = _episode(list(range(1, 71)), list(range(100, 105)))  # 75 tokens, padded to 128; 5 targets to 64
