@@ -222,6 +222,7 @@ def test_config_presets_overrides_and_errors() -> None:
         (["iterations=many"], "takes an int"),
         (["games=chess"], "games must be some of search, swe"),
         (["swe_tasks=all"], "must be one of policy, procedural, mix"),
+        (["search_teacher=oracle"], "'search_teacher' must be one of definition-match, definition-search"),
         (["iterations"], "is not key=value"),
     ]:
         with pytest.raises(SparringError, match=message):
