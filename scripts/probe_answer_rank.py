@@ -17,15 +17,15 @@ from pathlib import Path
 
 from sparring.agents.scripted import copied_title
 from sparring.envs.search.corpus import DEFAULT_CORPUS, corpus_dir
-from sparring.envs.search.retrieval import open_retriever
+from sparring.envs.search.retrieval import Retriever, open_retriever
 from sparring.envs.search.scoring import normalize_answer
 
 
-def answer_ranks(records: list[dict], retriever: object, topk: int = 3) -> collections.Counter:
+def answer_ranks(records: list[dict], retriever: Retriever, topk: int = 3) -> collections.Counter:
     """(rank of the answer among the last query's results, right) -> count."""
     queries = [(rec.get("outcome", {}).get("queries") or [""])[-1] for rec in records]
     counts: collections.Counter = collections.Counter()
-    for rec, hits in zip(records, retriever.retrieve(queries, topk=topk), strict=True):  # type: ignore[attr-defined]
+    for rec, hits in zip(records, retriever.retrieve(queries, topk=topk), strict=True):
         titles = [normalize_answer(copied_title(hit.title)) for hit in hits]
         answer = normalize_answer(rec.get("answer") or "")
         rank = titles.index(answer) + 1 if answer and answer in titles else 0

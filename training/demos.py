@@ -110,18 +110,14 @@ def _stored_bugs(split: str = "train") -> dict[str, list[dict[str, Any]]]:
 
 def _plans(config: TrainConfig, policy: Any) -> list[tuple[str, str, str, Callable[[Any], Any], dict, Callable]]:
     """(game, role, env id, agent factory, env kwargs, success test) of every role to demonstrate."""
-    from sparring.agents.demonstrators import (
-        DefinitionMatchAgent,
-        DefinitionProposerAgent,
-        DefinitionSearchAgent,
-        StoredBugAgent,
-    )
+    from sparring.agents.demonstrators import DefinitionProposerAgent, StoredBugAgent
+    from sparring.agents.evaluation.specs import SCRIPTED
     from sparring.agents.scripted import OracleAgent
 
     plans: list[tuple[str, str, str, Callable[[Any], Any], dict[str, Any], Callable[[Episode], bool]]] = []
     if "search" in config.games:
         game = GAMES["search"]
-        teacher = DefinitionMatchAgent if config.search_teacher == "definition-match" else DefinitionSearchAgent
+        teacher = SCRIPTED[config.search_teacher][0]  # the scripted agent `sparring eval` knows by that name
         plans.append(("search", "solver", game.solver_env, lambda spec: teacher(), {}, solved))
         # validated by grounding (the seed answer in a retrieved document), not by the policy: the model
         # the warm start begins from cannot answer yet (untrained SmolLM2 copied the prompt's example for
