@@ -138,6 +138,7 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
     samples = EpisodeSampler(out, config.log_episodes, config.seed, metrics, trainer.tokenizer, enabled=main)
     if checkpoint is not None:
         load_checkpoint(trainer, checkpoint)
+        samples.resume(trainer.iteration)
         console.print(f"resumed from {checkpoint} (iteration {trainer.iteration})")
     console.print(
         f"policy: {config.model}, games: {', '.join(config.games)}, loaded in {time.perf_counter() - t0:.0f} s"

@@ -3,7 +3,8 @@
 Every iteration, :class:`EpisodeSampler` picks ``log_episodes`` of each (domain, role)'s rollouts at
 random (seeded by the run's seed, the iteration, the domain and the role, so a replayed iteration
 picks the same ones) and writes each as one line of ``OUT/episodes.jsonl`` and, per (domain, role),
-as one TensorBoard text entry (``episodes/DOMAIN/ROLE``). A line holds:
+as one TensorBoard text entry (``episodes/DOMAIN/ROLE``). A resumed run first drops the lines of
+the iterations after its checkpoint, which it plays again. A line holds:
 
 * ``iteration``, ``domain``, ``role``, ``group``, ``task_id``, ``env_id``;
 * ``text``: the episode's whole token buffer decoded as is (chat template, special tokens and
@@ -145,6 +146,17 @@ class EpisodeSampler:
         self.metrics = metrics
         self.tokenizer = tokenizer
         self.enabled = enabled and per_role > 0
+
+    def resume(self, iteration: int) -> None:
+        """Drop the samples of iterations after ``iteration`` (a resumed run plays them again)."""
+        if not self.enabled or not self.path.is_file():
+            return
+        lines = self.path.read_text(encoding="utf-8").splitlines(keepends=True)
+        kept = [line for line in lines if line.endswith("\n") and json.loads(line)["iteration"] <= iteration]
+        if len(kept) < len(lines):
+            work = self.path.with_suffix(".tmp")
+            work.write_text("".join(kept), encoding="utf-8")
+            work.replace(self.path)
 
     def pick(self, rollouts: list[Rollout], iteration: int) -> dict[tuple[str, str], list[Rollout]]:
         """Up to ``per_role`` rollouts of each (domain, role), in play order, the same for the same iteration."""

@@ -62,7 +62,6 @@ def test_sampled_episodes_carry_the_models_text_rewards_and_trained_advantages(
     sampler = EpisodeSampler(trainer.out, 2, seed=0, metrics=metrics, tokenizer=smol_tokenizer)
     assert sampler.add(rollouts, 1, trainer) == 3  # two of the solvers, the only proposer
     assert sampler.pick(rollouts, 1) == sampler.pick(rollouts, 1)  # a replayed iteration samples the same ones
-    metrics.close()
 
     lines = (trainer.out / EPISODES_FILE).read_bytes().decode("utf-8").splitlines()  # strict: valid UTF-8
     records = [json.loads(line) for line in lines]
@@ -86,6 +85,11 @@ def test_sampled_episodes_carry_the_models_text_rewards_and_trained_advantages(
     # the proposer's lone surrogate is a '?' now, the rest kept as the agent wrote it
     assert proposer["turns"][1]["action"] == "ans?wer\x00 ```\n</pre><script>x</script>\n    \n```"
 
+    assert sampler.add(rollouts, 2, trainer) == 3
+    sampler.resume(1)  # a run resumed from iteration 1's checkpoint plays iteration 2 again
+    assert (trainer.out / EPISODES_FILE).read_text(encoding="utf-8").splitlines() == lines
+
+    metrics.close()
     texts = _tb_texts(trainer.out / "tb")
     assert set(texts) == {"episodes/search/solver", "episodes/search/proposer"}
     step, text = texts["episodes/search/solver"][0]
