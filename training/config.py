@@ -160,6 +160,17 @@ class TrainConfig:
     """Save a checkpoint every this many iterations (the warm start saves one too)."""
     out: str = "runs/train"
     """Run folder: checkpoints, TensorBoard metrics, summary and plot."""
+    log_episodes: int = 2
+    """Sampled episodes per game, role and iteration written to ``OUT/episodes.jsonl`` and TensorBoard's
+    text tab: the text the model saw and wrote, rewards, turn advantages, outcome (0: none)."""
+    eval_every: int = 0
+    """Evaluate the policy on held-out tasks after the warm start and every this many iterations, logged as
+    ``eval/GAME/...`` curves (0: never)."""
+    eval_limit: int = 50
+    """Held-out instances per game and evaluation: the first N held-out questions, N held-out SWE bugs."""
+    eval_games: list[str] = field(default_factory=lambda: ["search"])
+    """Games evaluated on held-out tasks with ``eval_every``: search (held-out questions), swe (bugs of the
+    held-out repositories; their images must be built)."""
     seed: int = 0
     """Seed of task draws, sampling and the model's updates."""
     threads: int | None = None
@@ -257,12 +268,17 @@ RANGES: dict[str, Range] = {
 }  # fmt: skip
 _ZERO_MEANS = {"time_limit_minutes": "none", "temperature": "greedy", "max_grad_norm": "no clipping",
                "prefix_cache_tokens": "none", "replay_clear_every": "never"}  # fmt: skip
+# What a run folder records (training/samples.py, training/heldout.py).
+RANGES |= {"log_episodes": NOT_NEGATIVE, "eval_every": NOT_NEGATIVE, "eval_limit": AT_LEAST_1}
+_ZERO_MEANS |= {"log_episodes": "none", "eval_every": "never"}
 
 
 def _check(config: TrainConfig) -> None:
     unknown = [g for g in config.games if g not in GAMES]
     if unknown or not config.games:
         raise SparringError(f"games must be some of {', '.join(GAMES)}, not {config.games}.")
+    if any(g not in GAMES for g in config.eval_games):
+        raise SparringError(f"eval_games must be some of {', '.join(GAMES)}, not {config.eval_games}.")
     choices = {"swe_tasks": ("policy", "procedural", "mix"), "overlong": ("mask", "score"),
                "optimizer": ("adamw", "adafactor"),
                "search_teacher": ("definition-match", "definition-search")}  # fmt: skip

@@ -1,14 +1,18 @@
 """``sparring train``: warm start, then self-play iterations, with checkpoints, metrics and a summary.
 
 The loop, per iteration: for each game, play (:func:`~sparring.training.game.play_iteration`),
-update the policy on that game's rollouts (:meth:`~sparring.training.trainer.Trainer.reinforce`),
-log; then save a checkpoint every ``checkpoint_every`` iterations. ``resume=True`` continues from
-the run folder's latest checkpoint, so a crash loses at most the iteration in flight.
+write a few of its episodes to ``episodes.jsonl`` (:mod:`~sparring.training.samples`), update the
+policy on that game's rollouts (:meth:`~sparring.training.trainer.Trainer.reinforce`), log; every
+``eval_every`` iterations evaluate on held-out tasks (:mod:`~sparring.training.heldout`); then save
+a checkpoint every ``checkpoint_every`` iterations. ``resume=True`` continues from the run folder's
+latest checkpoint, so a crash loses at most the iteration in flight. At the end the summary table
+is printed and saved (``summary.md``, ``summary.json``) with the plot (``summary.png``).
 """
 
 from __future__ import annotations
 
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +20,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sparring import SparringError
+from sparring.training import heldout
 from sparring.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from sparring.training.config import TrainConfig
 from sparring.training.demos import demonstrations
 from sparring.training.game import GAMES
 from sparring.training.memory import limit_arenas, peak_rss_gib, release
-from sparring.training.metrics import MetricsLog, plot, read_log, summary_table
+from sparring.training.metrics import MetricsLog, plot, read_log, summary_table, write_summary
+from sparring.training.samples import EpisodeSampler
 from sparring.training.trainer import Trainer, UpdateStats
 
 __all__ = ["iteration_speeds", "run_training"]
@@ -56,8 +62,8 @@ def iteration_speeds(generated: float, play_seconds: float, trained: float, upda
     return speeds
 
 
-def warm_start(trainer: Trainer, console: Console, metrics: MetricsLog) -> None:
-    """Supervised training on the scripted demonstrators' successful episodes (once per run)."""
+def warm_start(trainer: Trainer, console: Console) -> dict[str, float]:
+    """Supervised training on the scripted demonstrators' successful episodes (once per run); its metrics."""
     cfg = trainer.config
     t0 = time.perf_counter()
     demos, stats = demonstrations(cfg, trainer.generator, trainer.rng)
@@ -76,7 +82,22 @@ def warm_start(trainer: Trainer, console: Console, metrics: MetricsLog) -> None:
     else:
         console.print("[yellow]warm start: no scripted episode succeeded; self-play starts from the model as it is[/]")
     trainer.warm_started = True
-    metrics.log(0, trainer.reduce(values) | {"memory/peak_rss_gib": peak_rss_gib()})
+    return trainer.reduce(values) | {"memory/peak_rss_gib": peak_rss_gib()}
+
+
+def held_out(trainer: Trainer, step: int, console: Console) -> dict[str, float]:
+    """The held-out evaluation's figures at ``step`` when one is due there (on the main process only)."""
+    if not heldout.due(trainer.config, step) or not trainer.accelerator.is_main_process:
+        return {}
+    t0 = time.perf_counter()
+    values = heldout.evaluate(trainer.generator, trainer.config, step)
+    scores = [
+        f"{key} {value:.3f} [{values[key + '_ci_low']:.3f}, {values[key + '_ci_high']:.3f}]"
+        for key, value in values.items()
+        if f"{key}_ci_low" in values and key.endswith(("/em", "/solve_rate"))
+    ]
+    console.print(f"held-out evaluation at step {step}: {', '.join(scores)} ({time.perf_counter() - t0:.0f} s)")
+    return values
 
 
 def out_of_time(trainer: Trainer) -> bool:
@@ -109,19 +130,27 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
         raise SparringError(f"{out} already holds a run; pass --resume to continue it or out=NEW_FOLDER to start anew.")
     for name in config.games:  # what the envs need, before minutes of loading and playing
         GAMES[name].preflight(config)
+    heldout.preflight(config)
     t0 = time.perf_counter()
     trainer = trainer or Trainer(config)
     main = trainer.accelerator.is_main_process
     metrics = MetricsLog(out, enabled=main)
+    samples = EpisodeSampler(out, config.log_episodes, config.seed, metrics, trainer.tokenizer, enabled=main)
     if checkpoint is not None:
         load_checkpoint(trainer, checkpoint)
+        samples.resume(trainer.iteration)
         console.print(f"resumed from {checkpoint} (iteration {trainer.iteration})")
     console.print(
         f"policy: {config.model}, games: {', '.join(config.games)}, loaded in {time.perf_counter() - t0:.0f} s"
     )
-    if config.warm_start and not trainer.warm_started:
-        warm_start(trainer, console, metrics)
-        release()
+    warming = config.warm_start and not trainer.warm_started
+    start = warm_start(trainer, console) if warming else {}
+    release()
+    if checkpoint is None:  # step 0: the baseline evaluation, in the warm start's row
+        start |= held_out(trainer, 0, console)
+    if start:
+        metrics.log(0, start)
+    if warming:
         save_checkpoint(trainer)
         release()
     trainer.warm_started = True
@@ -153,27 +182,28 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
                 values[f"{game}/seconds_play"] = play_seconds
                 generated = sum(sum(r.episode.action_mask) for r in rollouts)
                 values[f"{game}/generated_tokens"] = generated
+                samples.add(rollouts, trainer.iteration + 1, trainer)
                 release()  # the finished episodes' caches
                 update = trainer.reinforce(rollouts)
                 del rollouts
                 release()
                 values |= {f"{game}/{k}": v for k, v in _update_metrics("update", update).items()}
-                values[f"{game}/seconds_update"] = update.seconds
                 totals["generated"] += generated
                 totals["play_seconds"] += play_seconds
                 totals["trained"] += update.tokens
                 totals["update_seconds"] += update.seconds
             values |= iteration_speeds(**totals)  # over every game: one game's rate alone would hide the other's
-            for key in list(values):
-                for game in config.games:
-                    if key.startswith(f"{game}/update/"):
-                        values.setdefault(key.replace(f"{game}/", "", 1), values[key])
             values["memory/peak_rss_gib"] = peak_rss_gib()
             values["weights_version"] = trainer.generator.weights_version
             trainer.iteration += 1
             values["seconds_iteration"] = seconds = time.perf_counter() - t_iteration
             trainer.longest_iteration = max(trainer.longest_iteration, seconds)
-            metrics.log(trainer.iteration, trainer.reduce(values))
+            evaluated: dict[str, float] = {}
+            if heldout.due(config, trainer.iteration):  # after the iteration's time: the evaluation is optional
+                progress.stop()  # the evaluation draws its own progress bar
+                evaluated = held_out(trainer, trainer.iteration, console)
+                progress.start()
+            metrics.log(trainer.iteration, trainer.reduce(values) | evaluated)
             progress.update(bar, completed=trainer.iteration)
             if trainer.iteration % max(1, config.checkpoint_every) == 0 or trainer.iteration == config.iterations:
                 save_checkpoint(trainer)
@@ -192,5 +222,18 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
         summary["plot"] = str(picture) if picture else None
         latest = latest_checkpoint(out)
         summary["checkpoint"] = str(latest / "model") if latest else None
-        console.print(f"done in {summary['seconds']:.0f} s; plot: {summary['plot']}; model: {summary['checkpoint']}")
+        wall = trainer.elapsed()
+        facts = {"model": config.model, "games": ",".join(config.games), "iterations": trainer.iteration,
+                 "of_iterations": config.iterations, "stopped_by_time_limit": stopped,
+                 "wall_clock": f"{int(wall // 3600)}:{int(wall % 3600 // 60):02d}:{int(wall % 60):02d}",
+                 "wall_clock_seconds": round(wall, 1), "this_process_seconds": round(summary["seconds"], 1),
+                 "finished_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                 "episodes": str(samples.path) if samples.path.is_file() else None,
+                 "plot": summary["plot"], "checkpoint": summary["checkpoint"]}  # fmt: skip
+        written = write_summary(out, rows, facts)
+        summary["summary"] = [str(p) for p in written]
+        console.print(
+            f"done in {summary['seconds']:.0f} s; summary: {written[0]}; plot: {summary['plot']}; "
+            f"model: {summary['checkpoint']}"
+        )
     return summary
