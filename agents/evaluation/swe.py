@@ -184,7 +184,7 @@ def grade_predictions(config: SWEEvalConfig) -> dict[str, Any]:
     patches = {p["instance_id"]: p["model_patch"] for p in predictions}
 
     def policy(spec: EpisodeSpec) -> PredictionAgent:
-        return PredictionAgent(patches[spec.options["task"]["id"]])
+        return PredictionAgent(patches[(spec.options or {})["task"]["id"]])
 
     def record(instance: Instance, episode: Episode) -> dict[str, Any]:
         fields = record_of(instance, episode)

@@ -3,13 +3,15 @@
 What a SWE-bench user does with an exported instance: start its image, check out
 ``base_commit``, apply ``test_patch`` and a patch with ``git apply``, run FAIL_TO_PASS and
 PASS_TO_PASS. And what they do with a predictions file: grade it, the gold patch solved and an
-empty one not. The bugs are copied into a private ``SPARRING_HOME``.
+empty one not; and the example of docs/integrations.md, run as written. The bugs are copied into
+a private ``SPARRING_HOME``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -163,3 +165,17 @@ def test_predictions_are_graded_gold_solved_and_empty_unsolved(home: Path, expor
     run = sparring(home, "eval", "swe", "--predictions", str(preds), "--model", "scripted:oracle", "--out", str(out))
     assert run.returncode == 2 and "leave out --model" in run.stderr, run.stderr
     assert (out / "records.jsonl").read_text() == records
+
+
+@pytest.mark.timeout(600)
+def test_the_integrations_page_example_runs_as_written(home: Path, tmp_path: Path) -> None:
+    page = (Path(__file__).parents[2] / "docs" / "integrations.md").read_text()
+    found = re.search(r"<!-- swe-bench-example -->\n```bash\n(.*?)```", page, re.S)
+    assert found, "docs/integrations.md lost its SWE-bench example"
+    env = {**os.environ, "SPARRING_HOME": str(home), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    run = subprocess.run(["bash", "-e", "-c", found[1]], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout.splitlines()[-1])["solve_rate"] == 1.0  # every gold patch solves its instance
+    report = json.loads((tmp_path / "evals" / "swe-gold" / "report.json").read_text())
+    assert report["model"] == "gold" and len(report["records"]) == 3

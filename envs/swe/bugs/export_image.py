@@ -146,7 +146,8 @@ _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 def _varied(test_ids: list[str]) -> list[str]:
     """The test ids with one of each test function first (the parameters of one test say the same thing)."""
     seen: set[str] = set()
-    first, rest = [], []
+    first: list[str] = []
+    rest: list[str] = []
     for test in test_ids:
         base = test.split("[", 1)[0]
         (rest if base in seen else first).append(test)
