@@ -33,6 +33,22 @@ SWE_BENCH_FIELDS = (
 )  # fmt: skip
 
 
+#: A prediction that would pass every test if pytest loaded it: a new conftest.py at the root.
+CONFTEST = """diff --git a/conftest.py b/conftest.py
+new file mode 100644
+--- /dev/null
++++ b/conftest.py
+@@ -0,0 +1,7 @@
++import pytest
++
++
++@pytest.hookimpl(hookwrapper=True)
++def pytest_runtest_makereport(item, call):
++    report = (yield).get_result()
++    report.outcome = "passed"
+"""
+
+
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A private home holding a copy of the inflection bug store."""
@@ -141,10 +157,14 @@ def test_predictions_are_graded_gold_solved_and_empty_unsolved(home: Path, expor
     assert not by_id[b["instance_id"]]["solved"] and by_id[b["instance_id"]]["reason"] == "no_change"
     assert not by_id[c["instance_id"]]["solved"] and by_id[c["instance_id"]]["reason"] == "patch_does_not_apply"
     assert (out / "report.md").is_file() and (out / "records.jsonl").read_text().count("\n") == 3
-    # without --instances the ids are looked up in the bug stores, with the same grade
-    alone = predictions(tmp_path / "alone.jsonl", [(b["instance_id"], b["patch"])])
+    # without --instances the ids are looked up in the bug stores; a patch that makes pytest report
+    # every test passed is graded by the env's rules too: its conftest.py is not carried
+    alone = predictions(tmp_path / "alone.jsonl", [(b["instance_id"], b["patch"]), (c["instance_id"], CONFTEST)])
     run = sparring(home, "eval", "swe", "--predictions", str(alone), "--out", str(tmp_path / "alone"))
-    assert run.returncode == 0 and json.loads(run.stdout.splitlines()[-1])["solve_rate"] == 1.0, run.stderr
+    assert run.returncode == 0 and json.loads(run.stdout.splitlines()[-1])["solve_rate"] == 0.5, run.stderr
+    forged = json.loads((tmp_path / "alone" / "report.json").read_text())["records"][1]
+    assert forged["id"] == c["instance_id"] and not forged["solved"] and forged["reason"] == "tests_fail"
+    assert forged["changed_files"] == ["conftest.py"] and forged["outcome"]["ignored"] == ["conftest.py"]
     # a malformed file or an unknown instance is one sentence, and the finished evaluation stays as it was
     records = (out / "records.jsonl").read_text()
     bad = tmp_path / "bad.jsonl"
