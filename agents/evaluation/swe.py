@@ -175,11 +175,15 @@ def grade_predictions(config: SWEEvalConfig) -> dict[str, Any]:
         SparringError: --model is given too, or the file or its instances are refused
             (:mod:`~sparring.agents.evaluation.swe_predictions`).
     """
-    from sparring.agents.evaluation.swe_predictions import PredictionAgent, load_predictions
+    from sparring.agents.evaluation.swe_predictions import PredictionAgent, load_predictions, prediction_tasks
+    from sparring.envs.swe.repos.catalog import get_repo
 
     if config.model != "default":
         raise SparringError("--predictions grades the patches of a file, not a model; leave out --model.")
     predictions = load_predictions(Path(config.predictions or ""))
+    tasks = prediction_tasks(predictions, Path(config.instances) if config.instances else None)
+    # the report's split is the instances' (their repositories'), whatever --split says
+    split = "+".join(sorted({get_repo(str(t["repo"])).split for t in tasks}))
     names = sorted({p["model_name_or_path"] for p in predictions})
     patches = {p["instance_id"]: p["model_patch"] for p in predictions}
 
@@ -192,7 +196,7 @@ def grade_predictions(config: SWEEvalConfig) -> dict[str, Any]:
             fields["reason"] = "patch_does_not_apply"  # a patch that changed nothing did not apply
         return fields
 
-    return evaluate_swe(policy, replace(config, model=",".join(names)), record)
+    return evaluate_swe(policy, replace(config, model=",".join(names), split=split), record)
 
 
 def run_swe_eval(config: SWEEvalConfig) -> dict[str, Any]:

@@ -152,6 +152,7 @@ def test_predictions_are_graded_gold_solved_and_empty_unsolved(home: Path, expor
     assert json.loads(run.stdout.splitlines()[-1])["solve_rate"] == pytest.approx(1 / 3)
     report = json.loads((out / "report.json").read_text())
     assert report["model"] == "gold" and report["instances"] == [a["instance_id"], b["instance_id"], c["instance_id"]]
+    assert report["split"] == "train"  # the instances' split, not --split's default
     by_id = {r["id"]: r for r in report["records"]}
     assert by_id[a["instance_id"]]["solved"] and by_id[a["instance_id"]]["changed_files"] == ["inflection/__init__.py"]
     assert not by_id[b["instance_id"]]["solved"] and by_id[b["instance_id"]]["reason"] == "no_change"
@@ -199,3 +200,18 @@ def test_the_integrations_page_example_runs_as_written(home: Path, tmp_path: Pat
     assert json.loads(run.stdout.splitlines()[-1])["solve_rate"] == 1.0  # every gold patch solves its instance
     report = json.loads((tmp_path / "evals" / "swe-gold" / "report.json").read_text())
     assert report["model"] == "gold" and len(report["records"]) == 3
+
+
+@pytest.mark.timeout(300)
+def test_a_bug_whose_repository_image_is_gone_is_one_sentence(home: Path, tmp_path: Path) -> None:
+    other = tmp_path / "home"
+    shutil.copytree(home / "bugs", other / "bugs")
+    for path in (other / "bugs" / REPO).glob("*/validation.json"):
+        path.write_text(json.dumps(json.loads(path.read_text()) | {"image": "sparring-repo/inflection:0.0.0"}))
+    run = sparring(other, "export", "swe-instances", "--out", str(tmp_path / "out"), "--no-dataset")
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert (
+        "sparring-repo/inflection:0.0.0 that bug" in run.stderr
+        and "run `sparring build repos inflection`" in run.stderr
+    )
+    assert not (tmp_path / "out").exists()

@@ -67,11 +67,16 @@ def build_instance_image(artifact: BugArtifact, repo_image: str, instance_id: st
     """Build (or find in the build cache) the instance image of a validated bug; returns its tag.
 
     Raises:
-        SparringError: The build failed (a diff that does not fit the repository image) or the
-            engine refused it.
+        SparringError: The repository image is missing, the build failed (a diff that does not
+            fit the repository image) or the engine refused it.
     """
-    from sparring.containers.images import build_image
+    from sparring.containers.images import build_image, image_labels
 
+    if image_labels(repo_image) is None:
+        raise SparringError(
+            f"the image {repo_image} that bug {artifact.bug_id} was validated on is not built; "
+            f"run `sparring build repos {artifact.repo}` first."
+        )
     tag = instance_image(artifact)
     context = Path(tempfile.mkdtemp(prefix="sparring-swe-"))
     try:
@@ -121,7 +126,7 @@ def probe_instance(
             "git rev-parse HEAD",
             'test -z "$(git status --porcelain)"',
             "git apply --check /tmp/sparring-swe/patch.diff",
-            "git apply /tmp/sparring-swe/test_patch.diff",
+            "{ test ! -s /tmp/sparring-swe/test_patch.diff || git apply /tmp/sparring-swe/test_patch.diff; }",
             "git apply --check /tmp/sparring-swe/patch.diff",
         ]
         r = box.exec(" && ".join(steps), timeout=120)
