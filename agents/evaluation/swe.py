@@ -5,12 +5,15 @@ Every bug of the instance set (:mod:`~sparring.agents.evaluation.swe_instances`)
 container, the tools, and on ``submit`` the env's grading in another fresh container (oracle tests
 restored, every expected test id must pass). An instance is solved only if grading says so; the
 turn or time limit, a grading error or an env failure make it unsolved, with the reason recorded.
+``--predictions FILE`` grades a SWE-bench predictions file the same way, each patch one episode
+(:mod:`~sparring.agents.evaluation.swe_predictions`).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +33,7 @@ from sparring.agents.evaluation.specs import load_policy, parse_spec
 from sparring.agents.evaluation.swe_instances import build_instance_set, load_instance_file
 from sparring.agents.runner import EpisodeSpec
 
-__all__ = ["SWEEvalConfig", "bug_kind", "evaluate_swe", "run_swe_eval", "swe_instances"]
+__all__ = ["SWEEvalConfig", "bug_kind", "evaluate_swe", "grade_predictions", "run_swe_eval", "swe_instances"]
 
 
 @dataclass
@@ -46,6 +49,9 @@ class SWEEvalConfig(EvalConfig):
     instances: str | None = None
     """Replay this set instead: an instances.json, a JSONL of repair tasks, or the JSONL of
     `sparring export swe-instances`."""
+    predictions: str | None = None
+    """Grade this SWE-bench predictions file (JSONL of instance_id, model_name_or_path, model_patch) instead of
+    playing --model: the instances come from --instances (an export's instances.jsonl), else the bug stores."""
     generate: bool = True
     """Generate procedural bugs where a store holds fewer than the set needs (first use only)."""
     command_timeout: float = 120.0
@@ -63,8 +69,13 @@ def bug_kind(task: dict[str, Any]) -> str:
 
 
 def instance_tasks(config: SWEEvalConfig) -> tuple[list[dict[str, Any]], str]:
-    """The repair tasks to play and where they come from (the set's file)."""
+    """The repair tasks to play and where they come from (the set's file, or the predictions file)."""
     check_ranges(config)
+    if config.predictions:
+        from sparring.agents.evaluation.swe_predictions import load_predictions, prediction_tasks
+
+        instances = Path(config.instances) if config.instances else None
+        return prediction_tasks(load_predictions(Path(config.predictions)), instances), str(config.predictions)
     if config.instances:
         return load_instance_file(Path(config.instances)), str(Path(config.instances))
     check_split(config.split)
@@ -118,44 +129,86 @@ def record_of(instance: Instance, episode: Episode) -> dict[str, Any]:
     }
 
 
-def evaluate_swe(policy: Any, config: SWEEvalConfig) -> dict[str, Any]:
+def evaluate_swe(
+    policy: Any, config: SWEEvalConfig, record: Callable[[Instance, Episode], dict[str, Any]] = record_of
+) -> dict[str, Any]:
     """Play ``policy`` on the instance set into the evaluation folder and write the report.
 
     Args:
         policy: A generator, or a factory of scripted agents (see :func:`load_policy`).
         config: The evaluation.
+        record: The SWE fields of a finished instance's record.
 
     Returns:
         The report (``report.json``'s content).
     """
     tasks, source = instance_tasks(config)
     instances = swe_instances(config, tasks)
-    if config.instances:
+    if config.predictions:
+        out = out_dir(config, "swe", "predictions", Path(config.predictions).stem)
+    elif config.instances:
         out = out_dir(config, "swe", Path(config.instances).stem)
     else:
         out = out_dir(
             config, "swe", config.repos and config.repos.replace(",", "+"), f"n{config.n_bugs}", f"s{config.seed}"
         )
+    given = bool(config.instances or config.predictions)
     settings = {
-        "instances_from": source if config.instances else None,
-        "n_bugs": None if config.instances else config.n_bugs,
-        "seed": None if config.instances else config.seed,
+        "instances_from": config.instances,
+        "predictions_from": config.predictions,
+        "n_bugs": None if given else config.n_bugs,
+        "seed": None if given else config.seed,
         "repos": sorted({i.group for i in instances}),
     }
     run = run_identity(config, "swe", **settings)
     # checked before instances.json is written, so another run's folder keeps its own
     check_run(out, run | {"instances": [i.id for i in instances]})
     (out / "instances.json").write_text(json.dumps({"source": source, "instances": tasks}))
-    records = play(instances, policy, runner_config(config), out, run, record_of)
+    records = play(instances, policy, runner_config(config), out, run, record)
     return write_report(out, run, records, plots=config.plots)
 
 
+def grade_predictions(config: SWEEvalConfig) -> dict[str, Any]:
+    """Grade ``config.predictions`` into the evaluation folder; the report names its model_name_or_path.
+
+    Raises:
+        SparringError: --model is given too, or the file or its instances are refused
+            (:mod:`~sparring.agents.evaluation.swe_predictions`).
+    """
+    from sparring.agents.evaluation.swe_predictions import PredictionAgent, load_predictions, prediction_tasks
+    from sparring.envs.swe.repos.catalog import get_repo
+
+    if config.model != "default":
+        raise SparringError("--predictions grades the patches of a file, not a model; leave out --model.")
+    predictions = load_predictions(Path(config.predictions or ""))
+    tasks = prediction_tasks(predictions, Path(config.instances) if config.instances else None)
+    # the report's split is the instances' (their repositories'), whatever --split says
+    split = "+".join(sorted({get_repo(str(t["repo"])).split for t in tasks}))
+    names = sorted({p["model_name_or_path"] for p in predictions})
+    patches = {p["instance_id"]: p["model_patch"] for p in predictions}
+
+    def policy(spec: EpisodeSpec) -> PredictionAgent:
+        return PredictionAgent(patches[(spec.options or {})["task"]["id"]])
+
+    def record(instance: Instance, episode: Episode) -> dict[str, Any]:
+        fields = record_of(instance, episode)
+        if fields["reason"] == "no_change" and patches[instance.id].strip():
+            fields["reason"] = "patch_does_not_apply"  # a patch that changed nothing did not apply
+        return fields
+
+    return evaluate_swe(policy, replace(config, model=",".join(names), split=split), record)
+
+
 def run_swe_eval(config: SWEEvalConfig) -> dict[str, Any]:
-    """``sparring eval swe``: load the SPEC, evaluate, write the report, print its summary as JSON."""
-    spec = parse_spec(config.model)
+    """``sparring eval swe``: load the SPEC (or read the predictions), evaluate, write the report, print its summary."""
     if config.n_bugs < 1:
         raise SparringError(f"--n-bugs must be at least 1, not {config.n_bugs}.")
     check_split(config.split)
+    if config.predictions:
+        report = grade_predictions(config)
+        print(json.dumps(headline(report)))
+        return report
+    spec = parse_spec(config.model)
     instance_tasks(config)  # the set is built (or refused) before a model loads
     policy = load_policy(
         spec, "swe", chat_only=config.chat_only, timeout_s=config.request_timeout, device=config.device

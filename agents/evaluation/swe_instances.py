@@ -8,8 +8,10 @@ policy added), generating procedural bugs where a store holds fewer than the rep
 (``n`` spread evenly), then draws each repository's share with the seed.
 
 ``--instances FILE`` replays a given set instead: the ``instances.json`` an evaluation folder
-holds, a JSONL of repair tasks, or the SWE-bench-style JSONL of ``sparring export swe-instances``
-(whose ``base_commit`` must be the commit of ``/repo`` in the image the instance names).
+holds, a JSONL of repair tasks, or the SWE-bench JSONL of ``sparring export swe-instances``. An
+exported instance replays in its repository image (``repo_image``: the env builds the bug state
+from ``bug_patch`` and ``test_weaken_patch`` itself), whose release commit must still be the
+instance's ``environment_setup_commit``.
 """
 
 from __future__ import annotations
@@ -128,7 +130,8 @@ def task_from_swe_instance(row: dict[str, Any]) -> dict[str, Any]:
     from sparring.envs.swe.bugs.artifact import BugArtifact
     from sparring.envs.swe.tasks import repair_task
 
-    needed = ("bug_patch", "test_weaken_patch", "test_script", "test_files", "image", "FAIL_TO_PASS", "PASS_TO_PASS")
+    needed = ("bug_patch", "test_weaken_patch", "test_script", "test_files", "repo_image", "repo_name", "FAIL_TO_PASS",
+              "PASS_TO_PASS")  # fmt: skip
     lacking = [k for k in needed if k not in row]
     if lacking:
         raise SparringError(
@@ -145,30 +148,30 @@ def task_from_swe_instance(row: dict[str, Any]) -> dict[str, Any]:
         bug_inject_diff=row["bug_patch"],
         test_weaken_diff=row["test_weaken_patch"],
         test_parser=row.get("test_parser") or None,
-        repo=row.get("repo", ""),
+        repo=row["repo_name"],
         version=row.get("version", ""),
         order=int(row.get("order") or 1),
         origin=row.get("origin", ""),
     )
-    task = repair_task(artifact, listed(row["FAIL_TO_PASS"]), listed(row["PASS_TO_PASS"]), row["image"])
+    task = repair_task(artifact, listed(row["FAIL_TO_PASS"]), listed(row["PASS_TO_PASS"]), row["repo_image"])
     task["id"] = str(row.get("instance_id") or task["id"])
     return task
 
 
-def _check_base_commits(rows: list[dict[str, Any]], path: Path) -> None:
-    """Every exported instance's ``base_commit`` must be ``/repo``'s commit in the image it names."""
-    from sparring.envs.swe.bugs.export import base_commit
+def _check_setup_commits(rows: list[dict[str, Any]], path: Path) -> None:
+    """Every exported instance's ``environment_setup_commit`` must be the release commit of its repository image."""
+    from sparring.envs.swe.bugs.export import release_commit
 
     heads: dict[str, str] = {}
     for row in rows:
-        if not row.get("base_commit"):
+        image, commit = row.get("repo_image", ""), row.get("environment_setup_commit", "")
+        if not image or not commit:
             continue
-        image = row["image"]
         if image not in heads:
-            heads[image] = base_commit(image, row.get("repo", ""))
-        if heads[image] and heads[image] != row["base_commit"]:
+            heads[image] = release_commit(image, row.get("repo_name", ""))
+        if heads[image] and heads[image] != commit:
             raise SparringError(
-                f"instance {row.get('instance_id')} of {path} starts from commit {row['base_commit'][:12]}, but "
+                f"instance {row.get('instance_id')} of {path} was set up from commit {commit[:12]}, but "
                 f"{image} holds {heads[image][:12]}; rebuild the image from the same releases or re-export."
             )
 
@@ -194,5 +197,5 @@ def load_instance_file(path: Path) -> list[dict[str, Any]]:
     if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
         raise SparringError(f"{path} holds no instances.")
     exported = [r for r in rows if "artifact" not in r]
-    _check_base_commits(exported, path)
+    _check_setup_commits(exported, path)
     return [r if "artifact" in r else task_from_swe_instance(r) for r in rows]

@@ -205,11 +205,14 @@ def test_a_folder_of_another_run_is_refused(tmp_path: Path) -> None:
 
 def test_exported_instances_replay_as_repair_tasks(tmp_path: Path) -> None:
     row = {
-        "instance_id": "pkg-1.0-abc",
-        "repo": "pkg",
+        "instance_id": "owner__pkg-abc",
+        "repo": "owner/pkg",
+        "repo_name": "pkg",
         "version": "1.0",
         "base_commit": "",
-        "image": "sparring-repo/pkg:1.0",
+        "environment_setup_commit": "",
+        "image": "sparring-swe/pkg:abc",
+        "repo_image": "sparring-repo/pkg:1.0",
         "bug_patch": "--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n",
         "test_weaken_patch": "",
         "test_script": "pytest test_m.py",
@@ -223,8 +226,9 @@ def test_exported_instances_replay_as_repair_tasks(tmp_path: Path) -> None:
     path = tmp_path / "instances.jsonl"
     path.write_text(json.dumps(row) + "\n")
     (task,) = load_instance_file(path)
-    assert task["id"] == "pkg-1.0-abc" and task["fail_to_pass"] == ["test_m.py::test_x"]
-    assert task["artifact"]["bug_inject_diff"] == row["bug_patch"] and task["image"] == row["image"]
+    assert task["id"] == "owner__pkg-abc" and task["fail_to_pass"] == ["test_m.py::test_x"]
+    assert task["artifact"]["bug_inject_diff"] == row["bug_patch"] and task["image"] == row["repo_image"]
+    assert task["artifact"]["repo"] == "pkg"  # the catalog's name, which the envs look the repository up by
     path.write_text(json.dumps({k: v for k, v in row.items() if k != "bug_patch"}) + "\n")
     with pytest.raises(SparringError, match="lacks bug_patch; only instances written by"):
         load_instance_file(path)

@@ -112,7 +112,7 @@ def test_a_run_stopped_halfway_resumes_to_the_same_report(home: Path, oracle: Pa
 
 
 @pytest.mark.timeout(600)
-def test_exported_instances_replay_with_their_base_commit(
+def test_exported_instances_replay_in_their_repository_image(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SPARRING_HOME", str(home))
@@ -124,7 +124,8 @@ def test_exported_instances_replay_with_their_base_commit(
     rows = [json.loads(line) for line in (tmp_path / "export" / "instances.jsonl").read_text().splitlines()][:2]
     manifest = load_manifest(get_repo(REPO))
     assert manifest is not None
-    assert {r["base_commit"] for r in rows} == {manifest.history[-1]["sha"]}  # /repo's commit in the image
+    assert {r["environment_setup_commit"] for r in rows} == {manifest.history[-1]["sha"]}  # the release's commit
+    assert {r["repo_image"] for r in rows} == {get_repo(REPO).image}
     path = tmp_path / "two.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "replayed"
@@ -132,8 +133,8 @@ def test_exported_instances_replay_with_their_base_commit(
     assert run.returncode == 0, run.stderr
     report = json.loads((out / "report.json").read_text())
     assert report["instances"] == [r["instance_id"] for r in rows] and report["summary"]["score"]["mean"] == 1.0
-    path.write_text(json.dumps(rows[0] | {"base_commit": "0" * 40}) + "\n")
-    with pytest.raises(SparringError, match="starts from commit 000000000000, but sparring-repo/inflection"):
+    path.write_text(json.dumps(rows[0] | {"environment_setup_commit": "0" * 40}) + "\n")
+    with pytest.raises(SparringError, match="was set up from commit 000000000000, but sparring-repo/inflection"):
         load_instance_file(path)
 
 

@@ -80,10 +80,18 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         repo: str = typer.Option("", "--repo", help="Comma-separated repositories (default: all with a store)."),
         split: str = typer.Option("all", "--split", help="train, heldout or all (when no --repo)."),
         dataset: bool = typer.Option(
-            True, "--dataset/--no-dataset", help="Also save a Hugging Face dataset (needs sparring[train])."
+            True,
+            "--dataset/--no-dataset",
+            help="Also save a Hugging Face dataset (needs the datasets package: pip install 'sparring\\[train]').",
         ),
     ) -> None:
-        """Write validated bugs as SWE-bench-style instances: JSONL and a Hugging Face dataset."""
+        """Write validated bugs as SWE-bench instances (JSONL and a Hugging Face dataset), each with its image.
+
+        base_commit is the buggy state in the instance's image (sparring-swe/NAME:DIGEST);
+        patch and test_patch apply to it.
+
+        Grade predictions with `sparring eval swe --predictions FILE --instances OUT/instances.jsonl`.
+        """
         from sparring.envs.swe.bugs.export import export_instances
 
         names = [r.strip() for r in repo.split(",") if r.strip()] or None

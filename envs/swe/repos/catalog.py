@@ -79,6 +79,7 @@ class RepoSpec:
         deps: Requirements of the package and its tests besides pytest, installed from wheels.
         flaky: Test ids known to be flaky or to need what the sandbox lacks; always excluded.
         origin: ``"catalog"`` for the packaged catalog, ``"user"`` for ``sparring repos add``.
+        github: The upstream repository, ``owner/name`` on GitHub ("" when not known).
     """
 
     name: str
@@ -90,11 +91,17 @@ class RepoSpec:
     deps: tuple[str, ...] = ()
     flaky: tuple[str, ...] = ()
     origin: str = "catalog"
+    github: str = ""
 
     @property
     def version(self) -> str:
         """The newest release: the state of the working tree and the image tag."""
         return self.versions[-1]
+
+    @property
+    def owner_name(self) -> str:
+        """``owner/name`` of the upstream repository: ``github``, else ``pypi/NAME`` (the PyPI project)."""
+        return self.github or f"pypi/{self.name}"
 
     @property
     def image(self) -> str:
@@ -104,7 +111,7 @@ class RepoSpec:
     @classmethod
     def from_toml(cls, name: str, table: dict[str, Any], origin: str = "catalog") -> RepoSpec:
         """Build a spec from one ``[repos.NAME]`` table, checking every field."""
-        known = {"split", "versions", "source_dir", "test_dir", "test_command", "deps", "flaky"}
+        known = {"github", "split", "versions", "source_dir", "test_dir", "test_command", "deps", "flaky"}
         unknown = set(table) - known
         where = f"repos.{name} in the {origin} catalog"
         if unknown:
@@ -123,6 +130,9 @@ class RepoSpec:
             value = str(table.get(key, "."))
             if PurePosixPath(value).is_absolute() or ".." in PurePosixPath(value).parts:
                 raise SparringError(f"{where}: {key} must be a path inside the repository (got {value!r}).")
+        github = str(table.get("github", ""))
+        if github and (github.count("/") != 1 or not all(github.split("/"))):
+            raise SparringError(f"{where}: github must be owner/name (got {github!r}).")
         return cls(
             name=name,
             versions=versions,
@@ -133,6 +143,7 @@ class RepoSpec:
             deps=tuple(str(d) for d in table.get("deps", ())),
             flaky=tuple(str(t) for t in table.get("flaky", ())),
             origin=origin,
+            github=github,
         )
 
     def to_toml(self) -> str:
@@ -144,7 +155,7 @@ class RepoSpec:
             return json.dumps(v)
 
         lines = [f'[repos."{self.name}"]']
-        for key in ("split", "versions", "source_dir", "test_dir", "test_command", "deps", "flaky"):
+        for key in ("github", "split", "versions", "source_dir", "test_dir", "test_command", "deps", "flaky"):
             v = getattr(self, key)
             if v or key in ("versions", "split"):
                 lines.append(f"{key} = {value(v)}")

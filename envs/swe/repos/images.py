@@ -188,7 +188,7 @@ def _base_image_id() -> str:
 
 def _static_inputs(spec: RepoSpec) -> str:
     """Hash of the inputs known without downloading: entry, recipe, base image, builder."""
-    entry = {k: v for k, v in asdict(spec).items() if k != "origin"}
+    entry = {k: v for k, v in asdict(spec).items() if k not in ("origin", "github")}  # neither changes the image
     text = json.dumps([BUILDER_VERSION, entry, _recipe(), _base_image_id()], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -1,4 +1,4 @@
-"""Errors of `sparring export swe-instances` a user can cause: an unknown repository, a base install."""
+"""`sparring export swe-instances`: errors a user can cause (an unknown repository, a base install), owner/name."""
 
 from __future__ import annotations
 
@@ -43,3 +43,16 @@ def test_without_datasets_the_export_says_how_to_get_it(home: Path, monkeypatch:
     assert not (home / "out").exists()  # refused up front, not after the JSONL
     summary = export_instances(home / "out", ["inflection"], hf=False)
     assert "dataset" not in summary and (home / "out" / "instances.jsonl").is_file()
+
+
+def test_every_catalog_repository_names_its_upstream_owner_and_name() -> None:
+    from sparring.envs.swe.repos.catalog import RepoSpec, load_catalog
+
+    specs = load_catalog(include_user=False)
+    assert all(s.github.count("/") == 1 and s.owner_name == s.github for s in specs.values())
+    assert specs["munch"].owner_name == "Infinidat/munch"
+    assert len({s.github.lower() for s in specs.values()}) == len(specs)
+    user = RepoSpec.from_toml("pkg", {"versions": ["1.0", "1.1", "1.2"]}, origin="user")
+    assert user.owner_name == "pypi/pkg"  # a user project without one: the PyPI name, said as such
+    with pytest.raises(SparringError, match="github must be owner/name"):
+        RepoSpec.from_toml("pkg", {"versions": ["1.0", "1.1", "1.2"], "github": "pkg"})
