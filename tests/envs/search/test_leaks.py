@@ -18,6 +18,7 @@ from sparring.envs.search.corpus import Corpus
 from sparring.envs.search.filters import gives_away
 from sparring.envs.search.leaks import leak, skeleton
 from sparring.envs.search.propose_env import SearchProposeEnv
+from sparring.envs.search.validation import PolicyValidator, Proposal, validate_safely
 
 SEED = 3
 
@@ -195,3 +196,52 @@ def test_the_leak_filter_rarely_flags_the_scripted_proposers_questions(corpus: C
     assert len(pairs) >= 250
     assert _false_positives(pairs) <= 0.015  # measured on 1,432 such questions: 0.63%
 
+
+def _model(knows_unaided: bool) -> Any:
+    """A model that answers from its documents, and also without them when it ``knows_unaided``."""
+    calls: list[list[str]] = []
+
+    def answer_fn(prompts: list[str]) -> list[str]:
+        calls.append(prompts)
+        return [
+            "<answer>Sinewy</answer>" if knows_unaided or "Doc 1" in p else "<answer>tough</answer>" for p in prompts
+        ]
+
+    answer_fn.calls = calls  # type: ignore[attr-defined]
+    return answer_fn
+
+
+HONEST_QUESTION = HONEST[0]
+
+
+def test_a_question_answered_without_retrieval_is_rejected(corpus: Corpus):
+    answer_fn = _model(knows_unaided=True)
+    env = gym.make("sparring/SearchPropose-v0", validator=PolicyValidator(answer_fn))
+    outcome = _submit(env, HONEST_QUESTION)
+    assert not outcome["valid"] and outcome["reasons"] == ["answerable_without_search"] and outcome["reward"] == 0.0
+    rag, unaided = answer_fn.calls
+    assert "Doc 1" in rag[0] and "Doc" not in unaided[0] and HONEST_QUESTION in unaided[0]
+
+
+def test_a_question_that_needs_its_documents_is_valid_and_the_check_can_be_turned_off(corpus: Corpus):
+    answer_fn = _model(knows_unaided=False)
+    env = gym.make("sparring/SearchPropose-v0", validator=PolicyValidator(answer_fn))
+    outcome = _submit(env, HONEST_QUESTION)
+    assert outcome["valid"] and outcome["reasons"] == [] and len(answer_fn.calls) == 2
+    off = _model(knows_unaided=True)
+    env = gym.make("sparring/SearchPropose-v0", validator=PolicyValidator(off, closed_book=False))
+    assert _submit(env, HONEST_QUESTION)["valid"] and len(off.calls) == 1  # no extra call when off
+
+
+def test_the_unaided_check_fails_closed(corpus: Corpus):
+    def half_broken(prompts: list[str]) -> list[str]:
+        if "Doc 1" in prompts[0]:
+            return ["<answer>Sinewy</answer>"] * len(prompts)
+        raise ConnectionError("endpoint went away")
+
+    proposal = Proposal(HONEST_QUESTION, "Sinewy", [{"id": "x", "contents": '"Sinewy"\nTough, like a tendon.'}])
+    (verdict,) = validate_safely(PolicyValidator(half_broken), [proposal])
+    assert not verdict.valid and verdict.reasons == ["validator_error: ConnectionError: endpoint went away"]
+    env = gym.make("sparring/SearchPropose-v0", validator=PolicyValidator(half_broken))
+    outcome = _submit(env, HONEST_QUESTION)
+    assert not outcome["valid"] and outcome["reasons"][0].startswith("validator_error: ConnectionError")
