@@ -18,7 +18,8 @@ encoding it finds, looking at the question through several readings, each a stre
   bravo...) is one;
 * ``phonetic``: the words of a phonetic alphabet, whatever stands between them (``S as in Sierra``);
 * ``letters``: letters standing alone as words, whatever stands between them (``S, then I, then N``);
-* ``anagram``: the answer's letters in another order, over whole words.
+* ``anagram``: the answer's letters in another order, over whole words;
+* ``encoding``: the answer's bytes in Base64, hex or binary, under ROT47, or in Morse code.
 
 A match must start and end at word boundaries of its reading: ``"environment"`` does not name
 iron. Each class also has a least answer length below which a chance match in an honest question
@@ -28,6 +29,7 @@ caught written out, whole or letter by letter (:func:`~sparring.envs.search.filt
 
 from __future__ import annotations
 
+import base64
 import re
 import unicodedata
 from collections import Counter
@@ -65,8 +67,12 @@ _PHONETIC = set(
     fox george how item jig king love nan oboe peter queen roger sugar tare uncle william yoke zebra adam
     boy charles david edward frank henry ida john lincoln mary nora ocean paul robert sam tom union young
     ace beer charlie don emma freddie harry johnnie london monkey nuts orange pip queenie robert sugar toc
-    vic x yorker""".split()
+    vic x yorker sigma iota nu epsilon omega upsilon ypsilon alpha beta gamma kappa lambda mu omicron pi
+    rho tau zeta""".split()
 )
+_DASHES = str.maketrans("_•·–—−", "-..---")
+_MORSE_CODES = ".- -... -.-. -.. . ..-. --. .... .. .--- -.- .-.. -- -. --- .--. --.- .-. ... - ..- ...- .--"
+_MORSE = dict(zip((_MORSE_CODES + " -..- -.-- --..").split(), "abcdefghijklmnopqrstuvwxyz", strict=True))
 _NUMBER_WORDS = {
     w: n
     for n, w in enumerate(
@@ -224,9 +230,10 @@ def _split(needle: str, breaks: set[int], q: _Question) -> bool:
     """Whether ``needle`` is two or three pieces of the question, or any number of quoted ones,
     one of them ending inside one of the answer's words (``breaks``: where its words meet)."""
     pieces: dict[str, bool] = {}  # piece -> quoted
+    loose = set(q.letters) - {"a", "i"}  # a letter standing alone ("sin", "e", "wy"), but not a word
     for a, b in q.plain.runs(len(needle) - 1):
         piece = q.plain.text[a:b]
-        if len(piece) >= 3 or (len(piece) == 2 and piece not in _COMMON_PAIRS):
+        if len(piece) >= 3 or (len(piece) == 2 and piece not in _COMMON_PAIRS) or piece in loose:
             pieces.setdefault(piece, False)
     for fragment in q.quoted:
         if 0 < len(fragment) < len(needle):
@@ -269,9 +276,40 @@ def _anagram(needle: str, reading: _Reading) -> bool:
 
 
 def _as_numbers(letters: str) -> list[list[int]]:
-    """The letters as their places in the alphabet: a=1, a=0 and z=1."""
+    """The letters as their places in the alphabet (a=1, a=0, z=1) and as character codes."""
     places = [ord(c) - 96 for c in letters]
-    return [places, [p - 1 for p in places], [27 - p for p in places]]
+    return [
+        places,
+        [p - 1 for p in places],
+        [27 - p for p in places],
+        [p + 96 for p in places],
+        [p + 64 for p in places],
+    ]
+
+
+def _rot47(text: str) -> str:
+    return "".join(chr(33 + (ord(c) - 33 + 47) % 94) if "!" <= c <= "~" else c for c in text)
+
+
+def _encoded(answer: str, words: Sequence[str], question: str, text: str) -> bool:
+    """Whether ``question`` (``text``: its skeleton) holds the answer as bytes (Base64, hex, binary),
+    under ROT47 or in Morse code."""
+    joined = "".join(words)
+    forms = {answer.strip(), joined, joined.upper(), joined.capitalize(), " ".join(words), " ".join(words).title()}
+    packed = "".join(unicodedata.normalize("NFKC", question).split())
+    if any(base64.b64encode(f.encode()).decode().rstrip("=") in packed for f in forms if f):
+        return True
+    if any(_rot47(f) in question for f in forms if len(f) >= 4):
+        return True
+    hexes = "".join(re.findall(r"[0-9a-f]+", re.sub(r"0x|\\x", " ", text)))
+    bits = "".join(re.findall(r"[01]+", text))
+    # Dots and dashes in any of their forms; a letter or digit between codes breaks the word.
+    codes = re.findall(r"[.\-_•·–—−]+|[^\W_]+", text)
+    morse = "".join(_MORSE.get(t.translate(_DASHES), " ") for t in codes)
+    if any(w in morse for w in (joined, joined[::-1])):
+        return True
+    cased = {c for w in (joined, joined[::-1]) for c in (w, w.upper(), w.capitalize())}
+    return any(w.encode().hex() in hexes or "".join(f"{b:08b}" for b in w.encode()) in bits for w in cased)
 
 
 def _in_sequence(needle: Sequence[int], seq: Sequence[int]) -> bool:
@@ -317,6 +355,8 @@ def leak(answer: str, question: str) -> str | None:
     glued = ["".join(f"{p:{width}}" for p in places) for w in both for places in _as_numbers(w) for width in ("", "02")]
     if n >= 3 and any(q.plain.has(g) for g in glued):
         return "numbers"
+    if _encoded(answer, words, question, skeleton(question)):
+        return "encoding"
     if n >= 5 and (_split(needle, breaks, q) or _split(needle[::-1], set(), q)):
         return "split"
     return None

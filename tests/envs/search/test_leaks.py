@@ -48,6 +48,7 @@ LEAKS = {
         "Which adjective is “si” then “newy”, joined?",
         'Which adjective is "sinew" plus "y", about tendons?',
         'Which word joins "s", "in", "ew" and "y" into one?',
+        "Which adjective is sin, e and wy put together?",
     ],
     "substitution": [
         f"Which word is {codecs.encode('sinewy', 'rot13')} under ROT13?",
@@ -74,6 +75,7 @@ LEAKS = {
         "Which word is the 19th 9th 14th 5th 23rd 25th letters?",
         "Which word is code 190914052325 in pairs?",
         "Which word is 25 23 5 14 9 19 read backwards?",
+        "Which word has the character codes 115 105 110 101 119 121?",
     ],
     "acrostic": [
         "Spell Sierra India November Echo Whiskey Yankee: which adjective?",
@@ -98,6 +100,16 @@ LEAKS = {
         "Which adjective do the letters of ENWISY make?",
         "Which adjective is wise yn reordered?",
         "Which word is an anagram of w1syn3?",
+    ],
+    "encoding": [
+        "Which word is c2luZXd5 once decoded?",
+        "Which word is U2luZXd5 once decoded?",
+        "Which word is 73 69 6e 65 77 79 in hex?",
+        "Which word is 0x53 0x49 0x4E 0x45 0x57 0x59 in hex?",
+        "Which word is 01110011 01101001 01101110 01100101 01110111 01111001?",
+        "Which word is ... .. -. . .-- -.-- in Morse?",
+        "Which word is ••• •• –• • •–– –•–– in Morse?",
+        "Which word is $:?6HJ under ROT47?",
     ],
 }
 
