@@ -30,9 +30,9 @@ caught written out, whole or letter by letter (:func:`~sparring.envs.search.filt
 from __future__ import annotations
 
 import base64
+import bisect
 import re
 import unicodedata
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -81,6 +81,12 @@ _NUMBER_WORDS = {
     )
 }
 _ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
+_SMALL_NUMBER = re.compile(r"^\d{1,3}$")
+_WORD = re.compile(r"[^\W_]+")
+#: What separates words in the leetspeak reading, and what it drops from a word: leetspeak's
+#: symbols ($, |, @...) are punctuation elsewhere.
+_LEET_SEPARATOR = re.compile(r"[\s\-.,;:/\\]+")
+_NOT_LEET = re.compile(r"[^\w@$!|+(<{\[¢€]|_")
 
 
 @lru_cache(maxsize=65536)
@@ -123,17 +129,19 @@ class _Reading:
 
     text: str
     cuts: frozenset[int]
+    order: tuple[int, ...]
+    """The cuts in order."""
     raw: str = ""
     """The text before a substitution (the leetspeak reading): a match must change something."""
 
     @classmethod
     def of(cls, tokens: Iterable[str], raw: Iterable[str] | None = None) -> _Reading:
         tokens = [t for t in tokens if t]
-        cuts, at = {0}, 0
+        order, at = [0], 0
         for token in tokens:
             at += len(token)
-            cuts.add(at)
-        return cls("".join(tokens), frozenset(cuts), "".join(raw) if raw is not None else "")
+            order.append(at)
+        return cls("".join(tokens), frozenset(order), tuple(order), "".join(raw) if raw is not None else "")
 
     def spans(self, needle: str) -> Iterable[tuple[int, int]]:
         """Where ``needle`` occurs from cut to cut."""
@@ -151,22 +159,22 @@ class _Reading:
 
     def token_at(self, at: int) -> str:
         """The token that holds position ``at``."""
-        start = max(c for c in self.cuts if c <= at)
-        return self.text[start : min(c for c in self.cuts if c > at)]
+        i = bisect.bisect_right(self.order, at)
+        return self.text[self.order[i - 1] : self.order[i]]
 
     def runs(self, most: int) -> Iterable[tuple[int, int]]:
         """Every stretch from cut to cut of at most ``most`` characters."""
-        cuts = sorted(self.cuts)
-        for i, a in enumerate(cuts):
-            for b in cuts[i + 1 :]:
-                if b - a > most:
-                    break
-                yield a, b
+        order = self.order
+        for i, a in enumerate(order):
+            j = i + 1
+            while j < len(order) and order[j] - a <= most:
+                yield a, order[j]
+                j += 1
 
 
 def _words(text: str) -> list[str]:
     """Letters and digits of ``text`` (a skeleton), split at everything else."""
-    return re.findall(r"[^\W_]+", text)
+    return _WORD.findall(text)
 
 
 def _shift(word: str, n: int) -> str:
@@ -204,7 +212,7 @@ class _Question:
         words = _words(text)
         numbers: list[int] = []
         for word in words:
-            digits = _ORDINAL.match(word) or re.match(r"^\d{1,3}$", word)
+            digits = _ORDINAL.match(word) or _SMALL_NUMBER.match(word)
             value = int(digits.group(1) if digits.groups() else digits.group(0)) if digits else _NUMBER_WORDS.get(word)
             if value is None:
                 continue
@@ -212,7 +220,7 @@ class _Question:
                 numbers[-1] += value
             else:
                 numbers.append(value)
-        chunks = [re.sub(r"[^\w@$!|+(<{\[¢€]|_", "", t) for t in re.split(r"[\s\-.,;:/\\]+", text)]
+        chunks = [_NOT_LEET.sub("", t) for t in _LEET_SEPARATOR.split(text)]
         whole = [_words(t) for t in spaced]
         return cls(
             plain=_Reading.of(words),
@@ -233,6 +241,8 @@ def _split(needle: str, breaks: set[int], q: _Question) -> bool:
     loose = set(q.letters) - {"a", "i"}  # a letter standing alone ("sin", "e", "wy"), but not a word
     for a, b in q.plain.runs(len(needle) - 1):
         piece = q.plain.text[a:b]
+        if piece not in needle:
+            continue
         if len(piece) >= 3 or (len(piece) == 2 and piece not in _COMMON_PAIRS) or piece in loose:
             pieces.setdefault(piece, False)
     for fragment in q.quoted:
@@ -265,9 +275,10 @@ def _anagram(needle: str, reading: _Reading) -> bool:
     A stretch over several words may not start or end with a short common word ("means a" holds
     the letters of "seaman" by chance).
     """
-    wanted = Counter(needle)
-    for a, b in reading.runs(len(needle)):
-        if b - a != len(needle) or Counter(reading.text[a:b]) != wanted or reading.text[a:b] == needle:
+    wanted, n = sorted(needle), len(needle)
+    for a in reading.order:
+        b = a + n
+        if b not in reading.cuts or sorted(reading.text[a:b]) != wanted or reading.text[a:b] == needle:
             continue
         ends = {reading.token_at(a), reading.token_at(b - 1)}
         if b - a == len(reading.token_at(a)) or not ends & _SHORT_WORDS:

@@ -257,3 +257,10 @@ def test_the_unaided_check_fails_closed(corpus: Corpus):
     env = gym.make("sparring/SearchPropose-v0", validator=PolicyValidator(half_broken))
     outcome = _submit(env, HONEST_QUESTION)
     assert not outcome["valid"] and outcome["reasons"][0].startswith("validator_error: ConnectionError")
+
+
+@pytest.mark.timeout(60)
+def test_a_huge_question_of_letters_and_quotes_is_judged_in_linear_time(env: Any):
+    # Runs of every length over single letters and quoted fragments were quadratic: minutes of `step`.
+    outcome = _submit(env, " ".join(["a b c d e f", '"s" "in"'] * 10000))
+    assert not outcome["valid"] and "question_too_long" in outcome["reasons"]
