@@ -6,12 +6,14 @@ needs no search and teaches solvers to decode instead of search. :func:`leak` na
 encoding it finds, looking at the question through several readings, each a stream of tokens:
 
 * every reading starts from :func:`skeleton` (NFKC, Unicode's look-alikes of Latin letters read as
-  those letters, accents and invisible characters dropped, case folded);
+  those letters, so are letter symbols and Braille, accents and invisible characters dropped,
+  case folded);
 * ``spelt``: the answer's letters, separators dropped, run across word boundaries (``"Si new-y"``);
 * ``reversed``: the same, read backwards (letters reversed, or each word, or the word order);
 * ``split``: pieces of the answer written in two or three places (a prefix here, a suffix there),
   or in quoted fragments;
-* ``substitution``: under any Caesar shift (ROT-n) or the mirrored alphabet (Atbash);
+* ``substitution``: under any Caesar shift (ROT-n), the mirrored alphabet (Atbash) or a QWERTY
+  key to either side;
 * ``leetspeak``: digits and symbols for letters (``s1n3wy``, ``$|n€wy``);
 * ``numbers``: letters as their places in the alphabet (a=1, a=0 or z=1), as numbers or number words;
 * ``acrostic``: the first (or last) letters of consecutive words; a phonetic alphabet (alfa,
@@ -19,6 +21,7 @@ encoding it finds, looking at the question through several readings, each a stre
 * ``phonetic``: the words of a phonetic alphabet, whatever stands between them (``S as in Sierra``);
 * ``letters``: letters standing alone as words, whatever stands between them (``S, then I, then N``);
 * ``anagram``: the answer's letters in another order, over whole words;
+* ``interleaved``: every second or third letter of a stretch (``sxixnxexwxy``);
 * ``encoding``: the answer's bytes in Base64, hex or binary, under ROT47, or in Morse code.
 
 A match must start and end at word boundaries of its reading: ``"environment"`` does not name
@@ -71,6 +74,19 @@ _PHONETIC = set(
     rho tau zeta""".split()
 )
 _DASHES = str.maketrans("_•·–—−", "-..---")
+_ROWS = ("qwertyuiop", "asdfghjkl", "zxcvbnm")
+_KEYBOARD = {
+    1: str.maketrans("".join(r[:-1] for r in _ROWS), "".join(r[1:] for r in _ROWS)),
+    -1: str.maketrans("".join(r[1:] for r in _ROWS), "".join(r[:-1] for r in _ROWS)),
+}
+#: Braille's cells for a to z, by their raised dots.
+_BRAILLE_DOTS = (
+    "1 12 14 145 15 124 1245 125 24 245 13 123 134 1345 135 1234 12345 1235 234 2345 136 1236 2456 1346 13456 1356"
+)
+_BRAILLE = {
+    chr(0x2800 + sum(1 << (int(d) - 1) for d in dots)): letter
+    for dots, letter in zip(_BRAILLE_DOTS.split(), "abcdefghijklmnopqrstuvwxyz", strict=True)
+}
 _MORSE_CODES = ".- -... -.-. -.. . ..-. --. .... .. .--- -.- .-.. -- -. --- .--. --.- .-. ... - ..- ...- .--"
 _MORSE = dict(zip((_MORSE_CODES + " -..- -.-- --..").split(), "abcdefghijklmnopqrstuvwxyz", strict=True))
 _NUMBER_WORDS = {
@@ -96,13 +112,15 @@ def _fold(char: str) -> str:
         return ""
     if char in LOOKALIKES:
         return LOOKALIKES[char]
+    if char in _BRAILLE:
+        return _BRAILLE[char]
     out = []
     for part in unicodedata.normalize("NFKD", char):
         if unicodedata.combining(part) or unicodedata.category(part) == "Cf":
             continue
         if part in LOOKALIKES:
             out.append(LOOKALIKES[part])
-        elif ord(part) >= 128 and part.isalpha():
+        elif ord(part) >= 128 and (part.isalpha() or unicodedata.category(part) == "So"):  # 🅰, 🇸
             named = _LATIN_NAME.search(unicodedata.name(part, ""))
             out.append((named.group(1) or named.group(2)) if named else part)
         else:
@@ -114,7 +132,8 @@ def _fold(char: str) -> str:
 def skeleton(text: str) -> str:
     """``text`` as it reads: compatibility forms (NFKC), look-alikes of other scripts and symbol
     blocks as the Latin letter or digit they resemble (Unicode TR39's confusables, and Latin letter
-    variants by name), accents and invisible characters dropped, case folded.
+    variants and letter symbols by name), Braille cells as their letters, accents and invisible
+    characters dropped, case folded.
 
     Example:
         >>> skeleton("Ｓіɴеẉʏ"), skeleton("s\u200bi\u0301new\u0443")
@@ -179,6 +198,24 @@ def _words(text: str) -> list[str]:
 
 def _shift(word: str, n: int) -> str:
     return "".join(chr((ord(c) - 97 + n) % 26 + 97) if "a" <= c <= "z" else c for c in word)
+
+
+def _keyboard(word: str, step: int) -> str:
+    """``word`` typed with each hand one key to the right (``step`` 1) or left (-1) on a QWERTY keyboard."""
+    return word.translate(_KEYBOARD[step])
+
+
+def _interleaved(needle: str, reading: _Reading) -> bool:
+    """Whether ``needle`` is every second or third letter of a stretch of ``reading`` (one filler
+    letter or two between its letters)."""
+    n = len(needle)
+    for a, b in reading.runs(3 * n + 2):
+        run = reading.text[a:b]
+        if len(run) < 2 * n - 1:
+            continue
+        if any(run[offset::k] == needle for k in (2, 3) for offset in range(k)):
+            return True
+    return False
 
 
 def _atbash(word: str) -> str:
@@ -356,11 +393,13 @@ def leak(answer: str, question: str) -> str | None:
         ("phonetic", 3, any(w in q.phonetic for w in both)),
         ("letters", 4, any(w in q.letters for w in both) or _anagram(needle, _Reading.of(q.letters))),
         ("anagram", 5, _anagram(needle, q.plain) or _anagram(needle.translate(_LEET), q.leet)),
+        ("interleaved", 4, any(_interleaved(w, q.plain) for w in both)),
     ]
     for name, least, found in checks:
         if n >= least and found:
             return name
-    ciphered = [_shift(w, k) for w in both for k in range(1, 26)] + [_atbash(w) for w in both]
+    ciphered = [_shift(w, k) for w in both for k in range(1, 26)]
+    ciphered += [f(w) for w in both for f in (_atbash, lambda w: _keyboard(w, 1), lambda w: _keyboard(w, -1))]
     if n >= 4 and any(q.plain.has(c) for c in ciphered):
         return "substitution"
     glued = ["".join(f"{p:{width}}" for p in places) for w in both for places in _as_numbers(w) for width in ("", "02")]
