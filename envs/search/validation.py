@@ -206,9 +206,9 @@ class PolicyValidator:
     With ``closed_book`` (the default), each question that validates is asked once more with no
     document (:func:`closed_book_prompt`); answered right, it is rejected as
     ``answerable_without_search`` (Search Self-Play's check: such a question trains no search, and
-    a question that hides its answer in a code the model can read is one). The extra call costs
-    one short prompt per validated question: the question without the documents, about 1/30 of a
-    validation prompt's tokens.
+    a question that hides its answer in a code the model can read is one). The extra call asks
+    only the validated questions, each without its documents: about 8 % more prompt tokens than
+    validation alone (55 against 705 on average for the scripted proposer's questions).
     """
 
     name = "policy"
