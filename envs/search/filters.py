@@ -2,7 +2,7 @@
 
 Reasons: ``no_question`` (the episode ended without ``<question>``), ``question_too_short``,
 ``question_too_long``, ``answer_in_question`` (the seed answer, or another answer the question
-accepts such as a synonym, occurs in the question, however it is spelt; see :func:`gives_away`),
+accepts such as a synonym, occurs in the question, written out or encoded; see :func:`gives_away`),
 ``too_few_searches`` (fewer distinct searches than required), ``duplicated_query`` (the same
 normalised query searched twice), ``not_self_contained`` (the question points at documents the
 validator is shown, such as "Doc 2" or "the titles above", instructs its reader, or has a line
@@ -17,6 +17,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sparring.envs.search.leaks import leak, skeleton
 from sparring.envs.search.scoring import answer_in_text, normalize_answer
 
 __all__ = ["ProposalRules", "check_proposal", "gives_away"]
@@ -36,8 +37,6 @@ class ProposalRules:
     """Whether searching the same (normalised) query twice is tolerated."""
 
 
-# Latin look-alikes of other scripts, lower case: a question must not spell the answer with them.
-_CONFUSABLES = str.maketrans("аеорсухіјѕԁһӏԛԝүкмнтвαεικνορτυχ", "aeopcyxijsdhlqwykmhtbaeiknoptux")
 _CONTEXT_NOUNS = r"(?:docs?|documents?|passages?|texts?|titles?|results?|entries|context|information|snippets?)"
 #: A question is read by a solver who sees no documents until it searches: one that points at
 #: documents it was shown, or instructs the reader, is written for the validator's view alone.
@@ -55,12 +54,9 @@ _NOT_SELF_CONTAINED = re.compile(
 
 
 def _plain(text: str) -> str:
-    """Compatibility forms, no accents or invisible format characters, look-alikes as Latin letters,
-    every punctuation, symbol or space character as a space, and letters spelt one at a time
-    ("I R O N") as one word."""
-    text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text))
-    text = "".join(c for c in text if not unicodedata.combining(c) and unicodedata.category(c) != "Cf")
-    text = "".join(" " if unicodedata.category(c)[0] in "PSZ" else c for c in text.casefold().translate(_CONFUSABLES))
+    """The :func:`~sparring.envs.search.leaks.skeleton` with every punctuation, symbol or space
+    character as a space, and letters spelt one at a time ("I R O N") as one word."""
+    text = "".join(" " if unicodedata.category(c)[0] in "PSZ" else c for c in skeleton(text))
     words: list[str] = []
     run: list[str] = []  # single letters in a row
     for word in [*text.split(), ""]:
@@ -76,23 +72,30 @@ def _plain(text: str) -> str:
 
 
 def gives_away(answer: str, question: str) -> bool:
-    """Whether ``answer`` occurs in ``question`` as whole words, however it is spelt.
+    """Whether ``question`` names ``answer``, written out or encoded.
 
-    SQuAD normalisation deletes punctuation, so "Aix-la-Chapelle" normalises to one word and
-    "Aix la Chapelle" in a question would slip past it; the answer is also looked for with every
-    separator a space, accents and invisible characters dropped, look-alike letters of other
-    scripts read as Latin, and letters spelt one at a time read as one word.
+    Written out: as whole words after SQuAD normalisation, or after a second one (SQuAD's deletes
+    punctuation, so "Aix-la-Chapelle" normalises to one word and "Aix la Chapelle" would slip past
+    it) that reads every separator as a space, the text as its
+    :func:`~sparring.envs.search.leaks.skeleton` (look-alikes of other scripts as Latin letters,
+    no accents or invisible characters) and letters spelt one at a time as one word. Encoded:
+    reversed, split, shifted, in leetspeak, as numbers, as an acrostic or a phonetic spelling, as
+    an anagram (:func:`~sparring.envs.search.leaks.leak`).
 
     Example:
         >>> gives_away("Aix-la-Chapelle", "Is it Aix la Chapelle?"), gives_away("Café", "a cafe")
         (True, True)
         >>> gives_away("iron", "It is I R O N."), gives_away("iron", "\u0456ron"), gives_away("iron", "environment")
         (True, True, False)
+        >>> gives_away("iron", "Which metal is n-o-r-i?"), gives_away("iron", "Which metal is 9 18 15 14?")
+        (True, True)
     """
     if answer_in_text(answer, question):
         return True
     needle = _plain(answer)
-    return bool(needle.strip()) and f" {needle} " in f" {_plain(question)} "
+    if needle.strip() and f" {needle} " in f" {_plain(question)} ":
+        return True
+    return leak(answer, question) is not None
 
 
 def check_proposal(

@@ -6,7 +6,9 @@ hop count. The proposer searches, working backwards from the answer, then submit
 ``<question>…</question>``. The question must pass the rule filters (``filters.py``), must not be
 the prompt's example question (``copied_example``), and must pass RAG validation
 (``validation.py``): the solver role, given every document the proposer retrieved plus
-``noise_docs`` distractors and no search, must give one of the task's answers. A valid
+``noise_docs`` distractors and no search, must give one of the task's answers, and a
+:class:`~sparring.envs.search.validation.PolicyValidator` then rejects a question it answers
+with no document at all (``answerable_without_search``). A valid
 question's solver task accepts the same answers, so an answer in a synonym's words is graded
 alike in validation and in solving; no answer the task accepts may occur in the question.
 Validation needs a model, so pass ``validator=PolicyValidator(...)`` over the policy (as the

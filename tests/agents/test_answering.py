@@ -3,7 +3,9 @@
 The policy answers in-process (``generator_answer_fn``) and through ``sparring serve-policy``'s
 OpenAI-compatible app on a loopback port (``openai_answer_fn``, ``openai_judge_fn``). The
 question is one SmolLM2 answers from its evidence under every noise set and document order
-tried (greedy decoding); a wrong seed for the same question must be rejected.
+tried (greedy decoding); a wrong seed for the same question must be rejected. SmolLM2 also knows
+it unaided, so these tests of reading turn the unaided check off, and one test shows that check
+rejecting it.
 """
 
 from __future__ import annotations
@@ -47,13 +49,23 @@ def _assert_accepts_iron_and_rejects_the_wrong_seed(verdicts: list[Any]) -> None
 def test_the_policy_accepts_a_well_formed_question_and_rejects_a_wrong_seed(
     bm25: BM25Retriever, smollm2: Any, noise_query: str, shuffle_seed: int
 ):
-    validator = PolicyValidator(generator_answer_fn(smollm2, max_new_tokens=16), shuffle_seed=shuffle_seed)
+    answer_fn = generator_answer_fn(smollm2, max_new_tokens=16)
+    validator = PolicyValidator(answer_fn, shuffle_seed=shuffle_seed, closed_book=False)
     _assert_accepts_iron_and_rejects_the_wrong_seed(validate_safely(validator, _proposals(bm25, noise_query)))
 
 
 @pytest.mark.timeout(600)
-def test_a_scripted_proposer_is_accepted_by_the_policy_through_the_env(bm25: BM25Retriever, smollm2: Any):
+def test_the_policy_rejects_a_question_it_answers_without_documents(bm25: BM25Retriever, smollm2: Any):
+    """The unaided check with the real policy: it knows Fe unaided, so the question needs no search."""
     validator = PolicyValidator(generator_answer_fn(smollm2, max_new_tokens=16))
+    right, wrong = validate_safely(validator, _proposals(bm25, "jazz music"))
+    assert not right.valid and right.reasons == ["answerable_without_search"] and right.answer == "Iron", right
+    assert not wrong.valid and wrong.reasons == ["solver_answered_other: 'Iron'"], wrong
+
+
+@pytest.mark.timeout(600)
+def test_a_scripted_proposer_is_accepted_by_the_policy_through_the_env(bm25: BM25Retriever, smollm2: Any):
+    validator = PolicyValidator(generator_answer_fn(smollm2, max_new_tokens=16), closed_book=False)
     env = gym.make("sparring/SearchPropose-v0", validator=validator)
     env.reset(seed=0, options={"task": {"id": "propose:iron", "answer": "iron", "hops": 1}})
     for query in SEARCHES:
@@ -116,7 +128,8 @@ def test_the_policy_validates_over_an_openai_compatible_endpoint_with_a_judge(
         return same
 
     del authorizations[:]
-    verdicts = validate_safely(PolicyValidator(answer_fn, judge=judge), _proposals(bm25, "jazz music"))
+    validator = PolicyValidator(answer_fn, judge=judge, closed_book=False)
+    verdicts = validate_safely(validator, _proposals(bm25, "jazz music"))
     assert authorizations and set(authorizations) == {"Bearer test-key"}
     # Without the <answer> prefill of the in-process path, SmolLM2 answers in a sentence that names
     # the element, so exact match fails for both seeds and the judge decides each one.

@@ -26,7 +26,7 @@ class Knowing(PolicyValidator):
     """Answers every question with its first accepted answer: a validator that always reads right."""
 
     def __init__(self) -> None:
-        super().__init__(self._answer)
+        super().__init__(self._answer, closed_book=False)  # it would know every answer unaided too
         self._lock = threading.Lock()
         self._accepted: list[str] = []
 

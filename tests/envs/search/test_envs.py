@@ -221,7 +221,8 @@ def test_a_proposed_question_is_validated_and_solved_by_the_seeds_accepted_answe
     synonym = seed["answers"][-1]
     asked: list[dict] = []
     env = SearchProposeEnv(
-        validator=PolicyValidator(lambda prompts: [f"<answer>{synonym}</answer>"] * len(prompts)),
+        # A model that answers from the documents and knows nothing unaided.
+        validator=PolicyValidator(lambda ps: [f"<answer>{synonym if 'Doc 1' in p else '?'}</answer>" for p in ps]),
         solve_rate_fn=lambda task: asked.append(task) or 0.5,
     )
     obs, info = env.reset(seed=0, options={"task": {"answer": seed["answer"], "answers": seed["answers"]}})

@@ -171,7 +171,7 @@ def test_validators_accept_any_answer_the_solver_task_will():
     proposal = Proposal("Which city was Charlemagne's northern capital?", "Aachen", docs, answers=answers)
     assert proposal.accepted() == answers
     outputs = ["<answer>aix-la-chapelle</answer>", "<answer>Aken</answer>", "<answer>Aachen, or Aken</answer>"]
-    verdicts = PolicyValidator(lambda prompts: outputs[: len(prompts)]).validate([proposal] * 3)
+    verdicts = PolicyValidator(lambda prompts: outputs[: len(prompts)], closed_book=False).validate([proposal] * 3)
     assert [v.valid for v in verdicts] == [True, True, False]  # one accepted answer, alone
     elsewhere = [{"id": "e", "contents": '"Charlemagne"\nHis capital was Aix-la-Chapelle.'}]
     assert GroundingValidator().validate([Proposal("Which city?", "Aachen", elsewhere, answers=answers)])[0].valid
@@ -196,7 +196,7 @@ def test_the_policy_validator_grades_by_exact_match_then_the_judge_and_never_tak
     proposals = [Proposal(f"Which element is this? [seed:{a}]", a, docs) for a in outputs]
     proposals.append(Proposal("Which planet is red? [seed:mars]", "Mars", docs))
     outputs["mars"] = "<answer>Mars</answer>"
-    verdicts = PolicyValidator(answer_fn, judge=judge).validate(proposals)
+    verdicts = PolicyValidator(answer_fn, judge=judge, closed_book=False).validate(proposals)  # grading alone
     assert verdicts == [
         Verdict(True, [], "The iron"),  # exact match after normalisation: the judge is not asked
         Verdict(True, [], "Fe"),  # the judge says the same
