@@ -236,7 +236,7 @@ def test_the_trl_example_trains_one_step(
     namespace, _ = run_python(code)
 
     trainer = namespace["trainer"]
-    assert page_config["max_tool_calling_iterations"] == namespace["max_turns"] - 1
+    assert page_config["max_tool_calling_iterations"] == namespace["max_turns"]  # see the next test
     assert sorted(tool.__name__ for tool in trainer.tools) == ["answer", "search"]
     assert trainer.state.global_step == 1
     logged = trainer.state.log_history[0]
@@ -245,3 +245,80 @@ def test_the_trl_example_trains_one_step(
     # Row 1's task, then row 2's question drawn with its seed, each shared by the row's 2 rollouts.
     assert [t["question"] for t in tasks[:2]] == ["Which element has the symbol Fe?"] * 2
     assert tasks[2]["id"].startswith("answer:") and tasks[2] == tasks[3]
+
+
+@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(("iterations", "reward"), [(0, 1.0), (-1, 0.0)], ids=["max_turns", "max_turns-1"])
+def test_max_tool_calling_iterations_of_max_turns_plays_every_turn(
+    tmp_path: Path,
+    smol_tokenizer: Any,  # noqa: F811 (the fixture imported above)
+    monkeypatch: pytest.MonkeyPatch,
+    iterations: int,
+    reward: float,
+):
+    """The page's ``max_tool_calling_iterations=max_turns``: TRL runs the calls of that many completions
+    after the first and drops the calls of the one after, so a policy that searches on every turn but
+    the last and answers on the last is graded only with ``max_turns`` (with ``max_turns - 1`` its answer
+    is never played). The policy is scripted: a random model calls no tools."""
+    require(default_corpus_built(), "the default corpus")
+    torch = pytest.importorskip("torch")
+    datasets = pytest.importorskip("datasets")
+    trl = pytest.importorskip("trl")
+    import copy
+
+    from sparring.envs.trl import chatml_tool_template, trl_environment_factory
+    from tests.training.conftest import tiny_model
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    torch.set_num_threads(min(2, torch.get_num_threads()))
+    tokenizer = copy.deepcopy(smol_tokenizer)
+    tokenizer.chat_template = chatml_tool_template()
+    tokenizer.padding_side = "left"
+    max_turns = 3
+
+    def call(name: str, argument: str, value: str) -> list[int]:
+        text = f'<tool_call>\n{{"name": "{name}", "arguments": {{"{argument}": "{value}"}}}}\n</tool_call><|im_end|>'
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def scripted_turn(prompt_ids: list[list[int]], *args: Any, **kwargs: Any) -> tuple[list[list[int]], None]:
+        """Search on turns 1..max_turns-1, answer on turn max_turns, then close without a call."""
+        out = []
+        for ids in prompt_ids:
+            played = tokenizer.decode(ids).count("<tool_response>")
+            if played < max_turns - 1:
+                out.append(call("search", "query", "Fe element symbol"))
+            elif played == max_turns - 1:
+                out.append(call("answer", "answer", "iron"))
+            else:
+                out.append(tokenizer("Done.<|im_end|>", add_special_tokens=False)["input_ids"])
+        return out, None
+
+    system = {"role": "system", "content": "Call search to look things up, then call answer."}
+    task = {"id": "fe", "question": "Which element has the symbol Fe?", "answers": ["iron"]}
+    args = trl.GRPOConfig(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+        save_strategy="no",
+        max_steps=1,
+        logging_steps=1,
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_completion_length=1024,
+        max_tool_calling_iterations=max_turns + iterations,
+        activation_checkpointing=False,
+        seed=0,
+    )
+    trainer = trl.GRPOTrainer(
+        model=tiny_model(tokenizer),
+        args=args,
+        train_dataset=datasets.Dataset.from_list([{"prompt": [system, {"role": "user", "content": ""}], "task": task}]),
+        processing_class=tokenizer,
+        environment_factory=trl_environment_factory("sparring/SearchAnswer-v0", max_turns=max_turns, doc_chars=80),
+    )
+    monkeypatch.setattr(trainer, "_generate_single_turn", scripted_turn)
+    trainer.train()
+    assert trainer.state.log_history[0]["rewards/TRLSearchAnswerEnv/mean"] == reward
