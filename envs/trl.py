@@ -18,8 +18,10 @@ A dataset row may carry ``task`` (a task dict, as the env's ``info["task"]``) an
 Each tool call is played as one ``env.step`` (the call written in the env's JSON form), so an
 episode under TRL keeps the env's rules: the turn limit and its outcome, the ``[N turns left]``
 line, turn rewards. A call after the episode ended raises, which TRL reports to the model as the
-tool's error and counts as a failed call; TRL ends a rollout when the model calls no tool, and
-``GRPOConfig.max_tool_calling_iterations`` bounds its turns (``max_turns - 1`` after the first).
+tool's error and counts as a failed call; TRL ends a rollout when the model calls no tool, or after
+``GRPOConfig.max_tool_calling_iterations`` rounds of calls, dropping the calls of the completion after
+the last round: set it to ``max_turns`` so that an answer on the env's last turn is played. The
+dataset's columns, the reward and a full example: docs/integrations.md.
 """
 
 from __future__ import annotations
