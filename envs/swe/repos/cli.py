@@ -25,7 +25,11 @@ SETUP_REPOS = ("inflection", "parse", "isodate")
 
 
 def requirements() -> list:
-    """One requirement per image in :data:`SETUP_REPOS` (after the base image)."""
+    """One requirement per image in :data:`SETUP_REPOS` (after the base image), and the held-out images.
+
+    The held-out images are what ``sparring eval swe --split heldout`` needs; setup leaves them to
+    ``sparring build repos --split heldout`` (minutes each), so doctor shows them as optional.
+    """
     from sparring.requirement import Requirement
 
     return [
@@ -36,7 +40,31 @@ def requirements() -> list:
             fix=f"sparring build repos {name}",
         )
         for name in SETUP_REPOS
+    ] + [
+        Requirement(
+            name="held-out repo images",
+            check=_heldout_check,
+            ensure=lambda: build_repos(_select([], "heldout")),
+            fix="sparring build repos --split heldout (for `sparring eval swe --split heldout`)",
+            needed_for=frozenset(),
+            required=False,
+        )
     ]
+
+
+def _heldout_check() -> tuple[bool, str]:
+    """Whether every held-out repository's image is built: ``eval swe --split heldout`` uses the built ones."""
+    from sparring.containers.docker_engine import engine_status
+    from sparring.envs.swe.repos.catalog import load_catalog
+    from sparring.envs.swe.repos.images import image_status
+
+    if not engine_status()[0]:
+        return False, "needs the Docker engine"
+    specs = list(load_catalog("heldout").values())
+    missing = [spec.name for spec in specs if image_status(spec)[0] != "built"]
+    built = len(specs) - len(missing)
+    detail = f"{built} of {len(specs)} built" + (f"; not built: {', '.join(missing)}" if missing else "")
+    return not missing and bool(specs), detail
 
 
 def _image_check(name: str) -> tuple[bool, str]:
