@@ -36,3 +36,24 @@ def test_doctor_reports_versions_gpus_and_the_held_out_images() -> None:
     assert " of " in held or "needs the Docker engine" in held
     if "missing" in held:
         assert "sparring build repos --split heldout" in held
+
+
+def test_train_help_config_shows_each_keys_type_default_and_preset_value() -> None:
+    from sparring.training.config import TrainConfig, load_config
+
+    run = _sparring("train", "--help-config", "--preset", "cpu-demo")
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].split() == ["key", "type", "default", "cpu-demo"]
+    table = {line.split()[0]: line.split() for line in lines[1:] if not line.startswith(" ")}
+    demo = load_config("cpu-demo")
+    assert table["iterations"] == ["iterations", "int", str(TrainConfig().iterations), str(demo.iterations)]
+    assert table["threads"][1:4] == ["int", "|", "None"] and table["games"][1] == "list[str]"
+    assert len(table) == len(TrainConfig.__dataclass_fields__)
+    every = _sparring("train", "--help-config").stdout.splitlines()[0].split()
+    assert every[3:] == ["cpu-demo", "cpu-learn", "gpu-1"]  # no --preset: every bundled preset's values
+
+
+def test_help_texts_name_the_options_the_commands_have() -> None:
+    setup = _sparring("setup", "--help").stdout
+    assert "GOAL" not in setup and "--for" in setup
