@@ -72,11 +72,15 @@ def register(groups: dict[str, typer.Typer]) -> None:
         "Answer the held-out questions with search: EM, F1, searches and turns; write report.json, report.md and "
         "plots to --out. Rerun the same command to resume."
     )
-    groups["eval"].command("search")(config_command(SearchEvalConfig, _eval_search, search_help))
+    groups["eval"].command("search")(
+        config_command(SearchEvalConfig, _eval_search, search_help, all_means_none=["limit"])
+    )
     propose_help = (
         "Play the search game's proposer on seed answers drawn from the corpus: the valid-question rate (rule filters "
         "and RAG validation by --validator), its rejection reasons and searches; write report.json, report.md and "
         "plots to --out. Rerun the same command to resume."
     )
-    groups["eval"].command("search-propose")(config_command(ProposeEvalConfig, _eval_propose, propose_help))
+    groups["eval"].command("search-propose")(
+        config_command(ProposeEvalConfig, _eval_propose, propose_help, all_means_none=["limit"])
+    )
     groups["eval"].command("compare")(_eval_compare)

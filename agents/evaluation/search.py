@@ -39,6 +39,7 @@ from sparring.envs.search.corpus import DEFAULT_CORPUS
 __all__ = [
     "SearchEvalConfig",
     "SearchSettings",
+    "draws",
     "evaluate_search",
     "question_kind",
     "question_source",
@@ -66,7 +67,8 @@ class SearchSettings(EvalConfig):
     retriever: str | None = None
     """Retrieval server URL (default: BM25 over the corpus, in-process)."""
     limit: int | None = 50
-    """Instances to run: the split's first N questions (None: all), or the proposer's seed draws 0..N-1."""
+    """Instances to run: the first N questions of the held-out set or --questions file (all: every one), or
+    draws 0..N-1 of the train split and the proposer's seeds (a number: draws have no end)."""
     topk: int = 3
     """Documents per search."""
 
@@ -96,6 +98,13 @@ def question_kind(row: dict[str, Any]) -> str:
         return str(row.get("type") or "question")
     source = question_source(row)
     return _KINDS.get(source, source)
+
+
+def draws(limit: int | None) -> int:
+    """How many draws ``--limit`` asks for: drawn questions or seeds have no end, so ``all`` is refused."""
+    if limit is None:
+        raise SparringError("--limit all counts a fixed question set; drawn questions have no end, give --limit N.")
+    return limit
 
 
 def questions_split(config: SearchEvalConfig) -> str:
@@ -135,7 +144,7 @@ def search_instances(config: SearchEvalConfig) -> list[Instance]:
         require_seeds(config.corpus)
         return [
             Instance(f"train-{i:04d}", EpisodeSpec(make_env, seed=i), "seeds", "seed")
-            for i in range(config.limit or 50)
+            for i in range(draws(config.limit))
         ]
     else:
         rows = load_heldout(folder, config.limit)

@@ -148,3 +148,22 @@ def test_a_corpus_of_ones_own_needs_questions_and_the_file_replaces_the_split(fi
         message = " ".join(run.stderr.split())
         assert run.returncode == 2 and says in message and "Traceback" not in message, message
         assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.timeout(300)
+def test_limit_all_answers_every_question_and_draws_need_a_number(files: tuple[Path, Path], tmp_path: Path):
+    corpus_file, questions = files
+    home = tmp_path / "home"
+    assert sparring("corpus", "add", "wiki", str(corpus_file), home=home).returncode == 0
+    asked = ("eval", "search", "--corpus", "wiki", "--model", "scripted:oracle", "--no-plots")
+    run = sparring(*asked, "--questions", str(questions), "--limit", "all", "--out", str(tmp_path / "all"), home=home)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["instances"] == len(QUESTIONS)
+    refused = [
+        (["--questions", str(questions), "--limit", "most"], "'most' is neither a whole number nor 'all'"),
+        (["--split", "train", "--limit", "all"], "drawn questions have no end"),
+    ]
+    for args, says in refused:
+        run = sparring(*asked, *args, "--out", str(tmp_path / "x"), home=home)
+        message = " ".join(run.stderr.split())
+        assert run.returncode == 2 and says in message and "Traceback" not in message, message
