@@ -80,7 +80,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         repo: str = typer.Option("", "--repo", help="Comma-separated repositories (default: all with a store)."),
         split: str = typer.Option("all", "--split", help="train, heldout or all (when no --repo)."),
         dataset: bool = typer.Option(
-            True, "--dataset/--no-dataset", help="Also save a Hugging Face dataset (needs sparring[train])."
+            True,
+            "--dataset/--no-dataset",
+            help="Also save a Hugging Face dataset (needs the datasets package: the train extra).",
         ),
     ) -> None:
         """Write validated bugs as SWE-bench-style instances: JSONL and a Hugging Face dataset."""
