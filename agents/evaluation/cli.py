@@ -12,18 +12,21 @@ __all__ = ["register"]
 
 
 def _run(run: Any, config: Any) -> None:
-    """Run an evaluation; an interrupted one says how to resume and exits with 128 + the signal."""
+    """Run an evaluation and say its result in one line on stderr (the JSON on stdout is for programs);
+    an interrupted one says how to resume and exits with 128 + the signal."""
     from sparring.agents.evaluation.records import EvalInterrupted
+    from sparring.agents.evaluation.reports import summary_line
 
     if config.threads:
         import torch
 
         torch.set_num_threads(config.threads)
     try:
-        run(config)
+        report = run(config)
     except EvalInterrupted as e:
         print(str(e), file=sys.stderr)
         raise typer.Exit(128 + e.signum) from None
+    print(summary_line(report), file=sys.stderr)
 
 
 def _eval_swe(config: Any) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from sparring.agents.evaluation.config import GROUPS, HEADLINE
 from sparring.agents.evaluation.stats import mean_ci
 
-__all__ = ["headline", "load_report", "markdown", "summarize", "write_report"]
+__all__ = ["headline", "load_report", "markdown", "summary_line", "summarize", "write_report"]
 
 REPORT_FILE = "report.json"
 
@@ -101,6 +101,27 @@ def headline(report: dict[str, Any]) -> dict[str, Any]:
         else:
             flat[name] = value
     return flat
+
+
+def summary_line(report: dict[str, Any]) -> str:
+    """The report in one rounded line a person reads (the JSON keeps every digit).
+
+    Example: ``EM 0.667 [0.333, 1.000] on 6 instances (heldout) · F1 0.70 · searches 1.0 · turns 2.0 ·
+    9.1 s each · 0 errors · evals/x/report.md``.
+    """
+    domain, summary = report["domain"], report["summary"]
+    parts = [
+        f"{HEADLINE[domain]} {_fmt(summary['score']['mean'])} {_ci(summary['score'])} "
+        f"on {summary['instances']} instances ({report['split']})"
+    ]
+    for key, name in (("judged", "judged"), ("f1", "F1"), ("searches", "searches"), ("turns", "turns")):
+        if key in summary and summary[key]["mean"] is not None:
+            parts.append(f"{name} {summary[key]['mean']:.{2 if key in ('f1', 'judged') else 1}f}")
+    if summary["seconds"]["mean"] is not None:
+        parts.append(f"{summary['seconds']['mean']:.1f} s each")
+    parts.append(f"{summary['errors']} error{'' if summary['errors'] == 1 else 's'}")
+    parts.append(str(Path(report["out"]) / "report.md"))
+    return " · ".join(parts)
 
 
 def load_report(path: str | Path) -> dict[str, Any]:

@@ -119,6 +119,9 @@ def test_corpus_add_then_eval_search_on_a_flashrag_question_file(files: tuple[Pa
     assert [by_id[q["id"]]["em"] for q in QUESTIONS] == [1.0, 1.0, 1.0, 1.0, 0.0, 0.0]
     assert by_id["test_4"]["answer"] == "Penicillin" and by_id["test_4"]["answers"] == ["Alexander Fleming"]
     assert report["summary"]["score"]["mean"] == pytest.approx(4 / 6)
+    said = run.stderr.strip().splitlines()[-1]  # the rounded line a person reads, besides the JSON on stdout
+    assert said.startswith("EM 0.667 [") and "on 6 instances (nq-test) · F1 0.67 · searches 1.0 · turns 2.0" in said
+    assert said.endswith(f"0 errors · {out / 'report.md'}") and json.loads(run.stdout)["em"] == pytest.approx(4 / 6)
     assert set(report["by_group"]) == {"nq-test"} and set(report["by_kind"]) == {"bridge", "comparison", "question"}
 
     oracle = sparring(*asked, "--model", "scripted:oracle", "--out", str(tmp_path / "oracle"), home=home)
