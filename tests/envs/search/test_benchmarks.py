@@ -122,6 +122,10 @@ def test_corpus_add_then_eval_search_on_a_flashrag_question_file(files: tuple[Pa
     said = run.stderr.strip().splitlines()[-1]  # the rounded line a person reads, besides the JSON on stdout
     assert said.startswith("EM 0.667 [") and "on 6 instances (nq-test) · F1 0.67 · searches 1.0 · turns 2.0" in said
     assert said.endswith(f"0 errors · {out / 'report.md'}") and json.loads(run.stdout)["em"] == pytest.approx(4 / 6)
+    markdown = (out / "report.md").read_text()  # each answer beside its question and gold answers
+    assert "| question | gold answers | answer |" in markdown
+    assert "| which city is the capital of australia | Canberra / ACT | Canberra |" in markdown
+    assert "| who discovered penicillin in 1928 | Alexander Fleming | Penicillin |" in markdown
     assert set(report["by_group"]) == {"nq-test"} and set(report["by_kind"]) == {"bridge", "comparison", "question"}
 
     oracle = sparring(*asked, "--model", "scripted:oracle", "--out", str(tmp_path / "oracle"), home=home)
