@@ -51,12 +51,22 @@ def _eval_compare(
     a: str = typer.Argument(..., help="Report A: a report.json or an evaluation folder."),
     b: str = typer.Argument(..., help="Report B, compared with A on their common instances."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of Markdown tables."),
+    plot: str = typer.Option(
+        None,
+        "--plot",
+        help="Also draw the differences (overall, per group, per kind) with their intervals in this PNG.",
+    ),
 ) -> None:
     """Compare two evaluation reports on their common instances: B − A with a paired-bootstrap 95% interval."""
+    from pathlib import Path
+
     from sparring.agents.evaluation.compare import compare_reports, comparison_markdown
+    from sparring.agents.evaluation.plots import draw_comparison
 
     result = compare_reports(a, b)
     print(json.dumps(result, indent=1) if as_json else comparison_markdown(result))
+    if plot and draw_comparison(result, Path(plot)):
+        print(f"differences drawn in {plot}", file=sys.stderr)
 
 
 def register(groups: dict[str, typer.Typer]) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from sparring.agents.evaluation.config import GROUPS, HEADLINE
 
-__all__ = ["bar_labels", "draw_plots", "usage_panels"]
+__all__ = ["bar_labels", "comparison_rows", "draw_comparison", "draw_plots", "usage_panels"]
 
 
 def bar_labels(stats: dict[str, dict[str, Any]]) -> list[str]:
@@ -55,6 +55,49 @@ def _histogram(ax: Any, values: list[float], stat: dict[str, Any], what: str) ->
     ax.set_title(f"{what}: mean {stat['mean']:.1f}, 95% CI [{low:.1f}, {high:.1f}]", fontsize=10)
     ax.set_xlabel(what)
     ax.set_ylabel("instances")
+
+
+def comparison_rows(result: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The rows a comparison plot draws, top to bottom: all common instances, each group, each kind."""
+    group_name, kind_name = GROUPS[result["domain"]]
+    rows = [("all common", result["overall"])]
+    rows += [(f"{group_name} {name}", stat) for name, stat in result["by_group"].items()]
+    rows += [(f"{kind_name} {name}", stat) for name, stat in result["by_kind"].items()]
+    return [(f"{name} (n={stat['n']})", stat) for name, stat in rows if stat["difference"] is not None]
+
+
+def draw_comparison(result: dict[str, Any], path: Path) -> Path | None:
+    """Draw ``sparring eval compare``'s paired differences B − A, each with its 95% paired interval, to ``path``.
+
+    Returns:
+        ``path``, or None without matplotlib.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no plot: matplotlib is not installed (pip install 'sparring[train]')", file=sys.stderr)
+        return None
+    rows = comparison_rows(result)
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.35 * len(rows)))
+    positions = list(range(len(rows)))[::-1]
+    diffs = [stat["difference"] for _, stat in rows]
+    lows = [d - stat["ci"][0] for d, (_, stat) in zip(diffs, rows, strict=True)]
+    highs = [stat["ci"][1] - d for d, (_, stat) in zip(diffs, rows, strict=True)]
+    ax.errorbar(diffs, positions, xerr=[lows, highs], fmt="o", color="#4c72b0", capsize=4)
+    ax.axvline(0.0, color="black", linewidth=1)
+    ax.set_yticks(positions, [name for name, _ in rows], fontsize=8)
+    headline = HEADLINE[result["domain"]]
+    ax.set_xlabel(f"B − A of {headline} (paired bootstrap 95% CI)")
+    ax.set_title(f"A: {result['a']['model']}  ·  B: {result['b']['model']}  ·  {result['common']} common", fontsize=9)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def draw_plots(out: Path, report: dict[str, Any]) -> list[str]:

@@ -26,7 +26,7 @@ from sparring.agents.evaluation import (
     parse_spec,
     write_report,
 )
-from sparring.agents.evaluation.plots import bar_labels, usage_panels
+from sparring.agents.evaluation.plots import bar_labels, comparison_rows, usage_panels
 from sparring.agents.evaluation.records import RecordLog, check_run
 from sparring.agents.evaluation.specs import checkpoint_model_dir
 from sparring.agents.evaluation.stats import mean_ci, paired_difference
@@ -169,6 +169,14 @@ def test_compare_pairs_common_instances_and_lists_the_rest(tmp_path: Path) -> No
     assert len(result["changed"]["b_only_solved"]) == 20 and result["changed"]["a_only_solved"] == []
     text = comparison_markdown(result)
     assert "| all common | 40 | 0.250 | 0.750 | +0.500 |" in text and "1 instance(s) only in A: `only-a`" in text
+    assert [name for name, _ in comparison_rows(result)] == [
+        "all common (n=40)",
+        "repository pkg (n=40)",
+        "bug kind procedural:off_by_one (n=40)",
+    ]
+    drawn = sparring("eval", "compare", str(tmp_path / "a"), str(tmp_path / "b"), "--plot", str(tmp_path / "d.png"))
+    assert drawn.returncode == 0 and f"differences drawn in {tmp_path / 'd.png'}" in drawn.stderr, drawn.stderr
+    assert (tmp_path / "d.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and (tmp_path / "d.png").stat().st_size > 5000
 
 
 def test_compare_refuses_reports_with_nothing_in_common(tmp_path: Path) -> None:
