@@ -6,10 +6,13 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 import sparring
 
@@ -89,3 +92,34 @@ def test_no_help_text_is_cut_off_or_loses_a_bracket_at_80_columns() -> None:
             assert bracketed in " ".join(shown.split()), (path, bracketed)
         checked += 1
     assert checked > 20  # every command, not none
+
+
+def test_an_image_build_says_each_stage_with_its_time() -> None:
+    from sparring.envs.swe.repos.cli import StageLog
+
+    said: list[str] = []
+    shown: list[str] = []
+    stages = StageLog(said.append, shown.append)
+    for what in ("munch: downloading releases", "munch: docker build (no network)"):  # as ensure_repo_image says them
+        stages(what)
+        time.sleep(0.2)
+    stages.done("munch: built")
+    assert shown == ["munch: downloading releases", "munch: docker build (no network)"]
+    assert re.fullmatch(r"  munch: downloading releases \(0\.[2-9] s\)", said[0]), said
+    assert re.fullmatch(r"  munch: docker build \(no network\) \(0\.[2-9] s\)", said[1]), said
+    assert re.fullmatch(r"munch: built in 0\.[4-9] s", said[2]) and len(said) == 3, said
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(300)
+def test_building_an_image_that_is_up_to_date_says_so() -> None:
+    from sparring.envs.swe.repos.catalog import get_repo
+    from sparring.envs.swe.repos.images import image_status
+    from tests.conftest import require
+    from tests.containers.sandbox_helpers import docker_ready
+
+    docker_ready()
+    require(image_status(get_repo("inflection"))[0] == "built", "the image of inflection")  # else it would rebuild
+    run = _sparring("build", "repos", "inflection")
+    assert run.returncode == 0, run.stderr
+    assert "inflection: up to date" in run.stdout
