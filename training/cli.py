@@ -64,9 +64,20 @@ def _train(
         print(config_table([preset] if preset else presets()))
         return
     config = load_config(preset, overrides or [])
+    from pathlib import Path
+
     from sparring.training.run import run_training
 
-    run_training(config, resume=resume)
+    out = Path(config.out)
+    existed = out.exists()
+    try:
+        run_training(config, resume=resume)
+    except BaseException:
+        # A start that failed before writing anything (a bad model, a missing corpus) leaves no empty run folder
+        # behind for the next `sparring train` to trip over.
+        if not existed and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
+        raise
 
 
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
