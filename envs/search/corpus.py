@@ -43,8 +43,10 @@ __all__ = [
 
 #: Version of the on-disk format, in ``info.json``: 2 added each seed's accepted answers and bars
 #: a seed one of whose answers is held out; 3 drops answers that normalise to nothing and bars
-#: seeds that accept a prompt's example answer. A corpus of another format must be rebuilt.
-CORPUS_FORMAT = 3
+#: seeds that accept a prompt's example answer; 4 reads a dictd reference wrapped onto two lines
+#: as one term (no braces or line breaks in texts, links and accepted answers). A corpus of
+#: another format must be rebuilt.
+CORPUS_FORMAT = 4
 #: Name of the corpus that setup builds and the envs use when given none.
 DEFAULT_CORPUS = "default"
 #: dictd databases of the default corpus.
