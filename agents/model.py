@@ -35,6 +35,7 @@ __all__ = [
     "load_model",
     "load_tokenizer",
     "resolve_model",
+    "set_activation_checkpointing",
 ]
 
 #: The name users see for the default policy.
@@ -208,3 +209,22 @@ def load_model(name: str | None = None, *, device: str = "cpu", dtype: str = "fl
     except OSError as e:
         raise SparringError(f"cannot load the model {path!r} ({e}); pass a hub id or a local model folder.") from e
     return model.to(device).eval()  # type: ignore[arg-type]
+
+
+def set_activation_checkpointing(model: Any, enabled: bool) -> bool:
+    """Turn activation (gradient) checkpointing of ``model`` on or off; returns whether the model has it.
+
+    Calls ``activation_checkpointing_enable``/``_disable`` where transformers has them (5.x), because
+    their old names ``gradient_checkpointing_*`` now warn on every call (a FutureWarning on the user's
+    terminal at each update); the old names only where the new ones do not exist.
+    """
+    action = "enable" if enabled else "disable"
+    for prefix in ("activation", "gradient"):
+        method = getattr(model, f"{prefix}_checkpointing_{action}", None)
+        if method is not None:
+            if enabled:  # the reentrant variant needs inputs that require grad; the policy's embeddings do not
+                method(**{f"{prefix}_checkpointing_kwargs": {"use_reentrant": False}})
+            else:
+                method()
+            return True
+    return False

@@ -116,3 +116,19 @@ def test_chat_format_with_a_tool_template(tokenizer):
         delta == "\n<|im_start|>user\n<tool_response>number 0 is 8</tool_response><|im_end|>\n<|im_start|>assistant\n"
     )
     assert chat.observation_text("x", action_closed_by=None).startswith("<|im_end|>\n<|im_start|>user")
+
+
+def test_activation_checkpointing_is_switched_without_a_deprecation_warning():
+    import warnings
+
+    from tests.conftest import require
+
+    require(model.default_model_present(), "the default model (SmolLM2-135M-Instruct)")
+    policy = model.load_model()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert model.set_activation_checkpointing(policy, True) and policy.is_activation_checkpointing
+        assert model.set_activation_checkpointing(policy, False) and not policy.is_activation_checkpointing
+    # transformers 5 deprecated gradient_checkpointing_enable/_disable: each call printed a FutureWarning
+    assert not [str(w.message) for w in caught if "checkpointing" in str(w.message)]
+    assert not model.set_activation_checkpointing(object(), True)  # a model without it: nothing to switch
