@@ -30,10 +30,11 @@ def config_table(preset_names: list[str]) -> str:
 
     hints = typing.get_type_hints(TrainConfig)
     helps = config_help()
+    defaults = TrainConfig()
     loaded = [load_config(name) for name in preset_names]
     rows = [["key", "type", "default", *preset_names]]
     for f in dataclasses.fields(TrainConfig):
-        default = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+        default = getattr(defaults, f.name)
         kind = getattr(hints[f.name], "__name__", None) if not typing.get_args(hints[f.name]) else None
         rows.append([f.name, kind or str(hints[f.name]).replace("typing.", ""), _shown(default)]
                     + [_shown(getattr(config, f.name)) for config in loaded])  # fmt: skip
