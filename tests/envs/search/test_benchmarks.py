@@ -174,3 +174,23 @@ def test_limit_all_answers_every_question_and_draws_need_a_number(files: tuple[P
         run = sparring(*asked, *args, "--out", str(tmp_path / "x"), home=home)
         message = " ".join(run.stderr.split())
         assert run.returncode == 2 and says in message and "Traceback" not in message, message
+
+
+@pytest.mark.timeout(300)
+def test_a_question_file_is_answered_over_a_retrieval_server_with_no_local_corpus(
+    files: tuple[Path, Path], tmp_path: Path
+):
+    from sparring.envs.search.retrieval import BM25Retriever
+    from sparring.envs.search.server import create_app
+    from tests.envs.search.test_server import _serving
+
+    corpus_file, questions = files
+    assert sparring("corpus", "add", "wiki", str(corpus_file), home=tmp_path / "server").returncode == 0
+    with _serving(create_app(BM25Retriever(tmp_path / "server" / "corpora" / "wiki"), "wiki")) as url:
+        out = tmp_path / "remote"
+        args = ["--questions", str(questions), "--retriever", f"{url}/retrieve", "--model", "scripted:retrieval-floor"]
+        run = sparring("eval", "search", *args, "--out", str(out), "--no-plots", home=tmp_path / "client")
+    assert run.returncode == 0, run.stderr
+    records = json.loads((out / "report.json").read_text())["records"]
+    assert [r["em"] for r in records] == [1.0, 1.0, 1.0, 1.0, 0.0, 0.0]  # as over the local corpus
+    assert not (tmp_path / "client" / "corpora").exists()  # the client read no corpus of its own
