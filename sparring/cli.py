@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sparring import SparringError
+from sparring import SparringError, __version__
 from sparring.requirement import GOALS, Requirement
 
 console = Console(stderr=True)
@@ -58,6 +58,21 @@ for _name, _group in GROUPS.items():
     app.add_typer(_group, name=_name)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"sparring {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main_options(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Self-play environments and co-training."""
+
+
 def requirements() -> list[Requirement]:
     """Every room's requirements, in setup order."""
     reqs: list[Requirement] = []
@@ -75,9 +90,48 @@ def _check(req: Requirement) -> tuple[bool | None, str]:
         return None, f"check failed: {e}"
 
 
+#: Libraries whose versions doctor reports: what a bug report about training or serving needs.
+LIBRARIES = ("torch", "transformers", "trl", "accelerate", "vllm", "datasets", "bm25s", "docker", "gymnasium")
+
+
+def _gpus() -> str:
+    """The GPUs torch sees (name and memory), or why there are none."""
+    try:
+        import torch
+    except ImportError:
+        return "unknown (torch is not installed: pip install 'sparring[train]')"
+    if not torch.cuda.is_available():
+        return f"none (torch {torch.__version__} sees no CUDA device; training and vllm: run on the CPU)"
+    names = []
+    for i in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(i)
+        names.append(f"{props.name} {props.total_memory / 2**30:.0f} GiB")
+    return f"{', '.join(names)} (CUDA {torch.version.cuda})"
+
+
+def environment() -> list[tuple[str, str]]:
+    """What doctor reports besides the pieces: Python, this package, the GPUs and each library's version."""
+    import platform
+    from importlib import metadata
+
+    rows = [("python", f"{platform.python_version()} ({sys.executable})"), ("sparring", __version__), ("gpu", _gpus())]
+    for name in LIBRARIES:
+        try:
+            rows.append((name, metadata.version(name)))
+        except metadata.PackageNotFoundError:
+            rows.append((name, "not installed"))
+    return rows
+
+
 @app.command()
 def doctor() -> None:
-    """Check the Docker engine, images, model and corpus; print the fix for each missing piece."""
+    """Check the Docker engine, images, model and corpus (the fix for each missing piece); show GPUs and versions."""
+    versions = Table(title="environment")
+    versions.add_column("component")
+    versions.add_column("version")
+    for name, value in environment():
+        versions.add_row(name, value)
+    Console().print(versions)
     table = Table(title="sparring doctor")
     for col in ("piece", "status", "detail", "fix"):
         table.add_column(col)
@@ -98,7 +152,7 @@ def doctor() -> None:
 def setup(
     goal: str = typer.Option("test", "--for", help="What to set up for: demo (the main job) or test."),
 ) -> None:
-    """Set up what GOAL needs (Docker engine, base image, corpus, model, repo images); idempotent."""
+    """Set up what --for names needs (Docker engine, base image, corpus, model, repo images); idempotent."""
     if goal not in GOALS:
         raise SparringError(f"unknown setup goal {goal!r}; use one of: {', '.join(GOALS)}.")
     total = time.perf_counter()

@@ -114,6 +114,18 @@ def _cli_type(hint: Any) -> Any:
     return hint
 
 
+def _count_or_all(text: Any) -> int | None:
+    """An option that counts or says ``all`` (None: every one)."""
+    if text is None or isinstance(text, int):
+        return text
+    if str(text).strip().lower() == "all":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is neither a whole number nor 'all'.") from None
+
+
 def config_command(
     cls: type[C],
     run: Callable[[C], object],
@@ -121,6 +133,7 @@ def config_command(
     *,
     exclude: Iterable[str] = (),
     overrides: dict[str, Any] | None = None,
+    all_means_none: Iterable[str] = (),
 ) -> Callable[..., None]:
     """A typer command whose options are the fields of dataclass ``cls``; it calls ``run(cls(**options))``.
 
@@ -131,10 +144,13 @@ def config_command(
         exclude: Fields that get no option (they keep their defaults).
         overrides: Field name -> default shown on the command line instead of the dataclass's (for
             a field whose default is a factory or an object, e.g. None meaning "the default").
+        all_means_none: ``int | None`` fields whose None means "every one" (``--limit``): their
+            option also takes the word ``all``.
     """
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
     skip = set(exclude)
+    all_words = set(all_means_none)
     params = []
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if f.name in skip or not f.init:
@@ -148,9 +164,14 @@ def config_command(
         flag = "--" + f.name.replace("_", "-")
         if hints[f.name] is bool:  # an on/off pair, so a field that defaults to True can be turned off
             flag = f"{flag}/--no-{flag[2:]}"
-        option = typer.Option(default, flag, help=docs.get(f.name, ""))
+        annotation = _cli_type(hints[f.name])
+        if f.name in all_words:
+            option = typer.Option(default, flag, help=docs.get(f.name, ""), parser=_count_or_all, metavar="N|all")
+            annotation = typing.Optional[Any]  # noqa: UP045 (typer needs typing.Optional, not X | None)
+        else:
+            option = typer.Option(default, flag, help=docs.get(f.name, ""))
         kind = inspect.Parameter.KEYWORD_ONLY
-        params.append(inspect.Parameter(f.name, kind, default=option, annotation=_cli_type(hints[f.name])))
+        params.append(inspect.Parameter(f.name, kind, default=option, annotation=annotation))
 
     def command(**options: Any) -> None:
         run(cls(**options))

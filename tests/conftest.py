@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from sparring.envs.search.corpus import Corpus, corpus_dir
+from sparring.envs.search.corpus import CORPUS_FORMAT, Corpus, built_format, corpus_dir
 from sparring.envs.search.retrieval import BM25Retriever, open_retriever
 
 
@@ -27,15 +27,16 @@ def require(ok: bool, what: str) -> None:
 
 
 def default_corpus_built() -> bool:
-    """Whether setup has built the default corpus and its index."""
+    """Whether setup has built the default corpus and its index, in the current format (setup rebuilds an older one)."""
     folder = corpus_dir("default")
-    return (folder / "bm25" / "params.index.json").is_file() and (folder / "info.json").is_file()
+    built = (folder / "bm25" / "params.index.json").is_file() and (folder / "info.json").is_file()
+    return built and built_format(folder) == CORPUS_FORMAT
 
 
 @pytest.fixture(scope="session")
 def corpus() -> Corpus:
     """The default corpus (skips locally, fails under CI, when setup has not built it)."""
-    require(default_corpus_built(), "the default corpus")
+    require(default_corpus_built(), "the default corpus (in its current format)")
     return Corpus.open("default")
 
 

@@ -111,20 +111,17 @@ class Trainer:
     def _training(self) -> Any:
         """Autograd-capable layers for the update, then the generator moves to the new weights."""
         from sparring.agents.cpu_linear import unpack_linears
+        from sparring.agents.model import set_activation_checkpointing
 
         unpack_linears(self.policy_model)
-        checkpointing = self.config.gradient_checkpointing and hasattr(
-            self.policy_model, "gradient_checkpointing_enable"
-        )
-        if checkpointing:
-            self.policy_model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        checkpointing = self.config.gradient_checkpointing and set_activation_checkpointing(self.policy_model, True)
         self.model.train()
         try:
             yield
         finally:
             self.model.eval()
             if checkpointing:
-                self.policy_model.gradient_checkpointing_disable()
+                set_activation_checkpointing(self.policy_model, False)
             self.generator.update_weights()  # drops stale KV prefixes, repacks the linears
 
     def _autocast(self, bf16: bool) -> Any:

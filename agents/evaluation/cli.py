@@ -12,18 +12,21 @@ __all__ = ["register"]
 
 
 def _run(run: Any, config: Any) -> None:
-    """Run an evaluation; an interrupted one says how to resume and exits with 128 + the signal."""
+    """Run an evaluation and say its result in one line on stderr (the JSON on stdout is for programs);
+    an interrupted one says how to resume and exits with 128 + the signal."""
     from sparring.agents.evaluation.records import EvalInterrupted
+    from sparring.agents.evaluation.reports import summary_line
 
     if config.threads:
         import torch
 
         torch.set_num_threads(config.threads)
     try:
-        run(config)
+        report = run(config)
     except EvalInterrupted as e:
         print(str(e), file=sys.stderr)
         raise typer.Exit(128 + e.signum) from None
+    print(summary_line(report), file=sys.stderr)
 
 
 def _eval_swe(config: Any) -> None:
@@ -48,12 +51,22 @@ def _eval_compare(
     a: str = typer.Argument(..., help="Report A: a report.json or an evaluation folder."),
     b: str = typer.Argument(..., help="Report B, compared with A on their common instances."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of Markdown tables."),
+    plot: str = typer.Option(
+        None,
+        "--plot",
+        help="Also draw the differences (overall, per group, per kind) with their intervals in this PNG.",
+    ),
 ) -> None:
     """Compare two evaluation reports on their common instances: B − A with a paired-bootstrap 95% interval."""
+    from pathlib import Path
+
     from sparring.agents.evaluation.compare import compare_reports, comparison_markdown
+    from sparring.agents.evaluation.plots import draw_comparison
 
     result = compare_reports(a, b)
     print(json.dumps(result, indent=1) if as_json else comparison_markdown(result))
+    if plot and draw_comparison(result, Path(plot)):
+        print(f"differences drawn in {plot}", file=sys.stderr)
 
 
 def register(groups: dict[str, typer.Typer]) -> None:
@@ -72,11 +85,15 @@ def register(groups: dict[str, typer.Typer]) -> None:
         "Answer the held-out questions with search: EM, F1, searches and turns; write report.json, report.md and "
         "plots to --out. Rerun the same command to resume."
     )
-    groups["eval"].command("search")(config_command(SearchEvalConfig, _eval_search, search_help))
+    groups["eval"].command("search")(
+        config_command(SearchEvalConfig, _eval_search, search_help, all_means_none=["limit"])
+    )
     propose_help = (
         "Play the search game's proposer on seed answers drawn from the corpus: the valid-question rate (rule filters "
         "and RAG validation by --validator), its rejection reasons and searches; write report.json, report.md and "
         "plots to --out. Rerun the same command to resume."
     )
-    groups["eval"].command("search-propose")(config_command(ProposeEvalConfig, _eval_propose, propose_help))
+    groups["eval"].command("search-propose")(
+        config_command(ProposeEvalConfig, _eval_propose, propose_help, all_means_none=["limit"])
+    )
     groups["eval"].command("compare")(_eval_compare)

@@ -32,7 +32,8 @@ class EvalConfig:
 
     model: str = "default"
     """Model SPEC: default, a hub id or local folder, a training checkpoint folder, openai:URL#MODEL, vllm:MODEL,
-    or scripted:oracle|do-nothing|retrieval-floor|definition-search|definition-match|definition-proposer."""
+    or scripted:NAME, NAME one of oracle, do-nothing, retrieval-floor, definition-search, definition-match,
+    definition-proposer."""
     chat_only: bool = False
     """With an openai: SPEC: a chat-only API (hosted models): messages, not token ids."""
     split: str = "heldout"
@@ -52,8 +53,8 @@ class EvalConfig:
     threads: int | None = None
     """Torch CPU threads (None: torch's choice)."""
     out: str | None = None
-    """Evaluation folder: report.json, report.md, plots, records.jsonl (default: evals/DOMAIN-SPLIT-...-MODEL).
-    The same command with the same folder resumes an interrupted run."""
+    """Evaluation folder: report.json, report.md, plots, records.jsonl (default: a folder under evals/ named
+    after the domain, split, set and model). The same command with the same folder resumes an interrupted run."""
     plots: bool = True
     """Draw the PNG plots (needs matplotlib, in the train extra)."""
 

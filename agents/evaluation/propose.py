@@ -32,7 +32,7 @@ from sparring.agents.episodes import Episode
 from sparring.agents.evaluation.config import check_ranges, out_dir, run_identity, runner_config
 from sparring.agents.evaluation.records import Instance, play
 from sparring.agents.evaluation.reports import headline, write_report
-from sparring.agents.evaluation.search import SearchSettings, question_source, require_seeds
+from sparring.agents.evaluation.search import SearchSettings, draws, question_source, require_seeds
 from sparring.agents.evaluation.specs import load_policy, parse_spec
 from sparring.agents.runner import EpisodeSpec
 from sparring.envs.core import reason_name
@@ -79,7 +79,7 @@ def propose_instances(config: ProposeEvalConfig, validator: Any) -> list[Instanc
         )
 
     return [
-        Instance(f"propose-{i:04d}", EpisodeSpec(make_env, seed=i), "seeds", "seed") for i in range(config.limit or 50)
+        Instance(f"propose-{i:04d}", EpisodeSpec(make_env, seed=i), "seeds", "seed") for i in range(draws(config.limit))
     ]
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from sparring.agents.evaluation.config import GROUPS, HEADLINE
 from sparring.agents.evaluation.stats import mean_ci
 
-__all__ = ["headline", "load_report", "markdown", "summarize", "write_report"]
+__all__ = ["headline", "load_report", "markdown", "summary_line", "summarize", "write_report"]
 
 REPORT_FILE = "report.json"
 
@@ -103,6 +103,27 @@ def headline(report: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
+def summary_line(report: dict[str, Any]) -> str:
+    """The report in one rounded line a person reads (the JSON keeps every digit).
+
+    Example: ``EM 0.667 [0.333, 1.000] on 6 instances (heldout) · F1 0.70 · searches 1.0 · turns 2.0 ·
+    9.1 s each · 0 errors · evals/x/report.md``.
+    """
+    domain, summary = report["domain"], report["summary"]
+    parts = [
+        f"{HEADLINE[domain]} {_fmt(summary['score']['mean'])} {_ci(summary['score'])} "
+        f"on {summary['instances']} instances ({report['split']})"
+    ]
+    for key, name in (("judged", "judged"), ("f1", "F1"), ("searches", "searches"), ("turns", "turns")):
+        if key in summary and summary[key]["mean"] is not None:
+            parts.append(f"{name} {summary[key]['mean']:.{2 if key in ('f1', 'judged') else 1}f}")
+    if summary["seconds"]["mean"] is not None:
+        parts.append(f"{summary['seconds']['mean']:.1f} s each")
+    parts.append(f"{summary['errors']} error{'' if summary['errors'] == 1 else 's'}")
+    parts.append(str(Path(report["out"]) / "report.md"))
+    return " · ".join(parts)
+
+
 def load_report(path: str | Path) -> dict[str, Any]:
     """A report from its ``report.json`` or its evaluation folder.
 
@@ -137,6 +158,14 @@ def _row(name: str, stat: dict[str, Any], digits: int = 3) -> str:
     return f"| {name} | {_fmt(stat['mean'], digits)} | {_ci(stat, digits)} | {stat['n']} |"
 
 
+def _cell(text: Any, limit: int) -> str:
+    """``text`` as one Markdown table cell: on one line, pipes escaped, at most ``limit`` characters."""
+    flat = " ".join(str(text or "").split())
+    if len(flat) > limit:
+        flat = flat[: limit - 1] + "…"
+    return flat.replace("|", "\\|")
+
+
 def markdown(report: dict[str, Any]) -> str:
     """``report.md``: the summary, the breakdowns, the failure reasons and every instance."""
     domain, summary = report["domain"], report["summary"]
@@ -164,22 +193,22 @@ def markdown(report: dict[str, Any]) -> str:
     if not report["reasons"]:
         lines.append("| none | 0 | – | – |")
     lines += ["", "## Instances", ""]
-    extra = {"search": "answer", "search-propose": "question"}.get(domain, "changed files")
-    lines += [f"| id | {group_name} | {kind_name} | score | turns | tokens | seconds | reason | {extra} |"]
-    lines += ["| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    extra = {"search": ["question", "gold answers", "answer"], "search-propose": ["question"]}
+    columns = extra.get(domain, ["changed files"])
+    head = ["id", group_name, kind_name, "score", "turns", "tokens", "seconds", "reason", *columns]
+    lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in report["records"]:
         if domain == "search":
-            detail = str(r.get("answer") or "")
+            details = [_cell(r.get("question"), 100), _cell(" / ".join(r.get("answers") or []), 60),
+                       _cell(r.get("answer"), 60)]  # fmt: skip
         elif domain == "search-propose":
-            detail = f"{r.get('answer') or ''}: {r.get('question') or ''}"
+            details = [_cell(f"{r.get('answer') or ''}: {r.get('question') or ''}", 60)]
         else:
-            detail = ", ".join(r.get("changed_files") or [])
-        detail = detail.replace("|", "\\|")[:60]
-        reason = str(r.get("reason") or "").replace("|", "\\|")
+            details = [_cell(", ".join(r.get("changed_files") or []), 60)]
         tokens = "–" if r.get("tokens") is None else str(r["tokens"])
         lines.append(
             f"| `{r['id']}` | {r.get('group', '')} | {r.get('kind', '')} | {_fmt(r.get('score'), 2)} | {r['turns']} "
-            f"| {tokens} | {r['seconds']:.1f} | {reason} | {detail} |"
+            f"| {tokens} | {r['seconds']:.1f} | {_cell(r.get('reason'), 60)} | {' | '.join(details)} |"
         )
     if report.get("plots"):
         lines += ["", "## Plots", ""] + [f"![{Path(p).stem}]({Path(p).name})" for p in report["plots"]]

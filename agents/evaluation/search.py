@@ -3,14 +3,21 @@
 The held-out split is the corpus's held-out set (never in training: the headwords are no seed
 answers and their entries are withheld from the corpus, see :mod:`sparring.envs.search.heldout`).
 The train split is questions the answer env draws from the corpus's seeds, draw ``i`` with seed
-``i``. Every question is one greedy :class:`~sparring.envs.search.answer_env.SearchAnswerEnv`
-episode, so a model, an endpoint and a scripted agent are measured the same way.
+``i``. ``--questions FILE`` answers a FlashRAG QA file instead (NQ, TriviaQA, PopQA, HotpotQA,
+2Wiki, MuSiQue, Bamboogle: :func:`~sparring.envs.search.heldout.load_questions`), over any corpus
+(``--corpus``, e.g. one added with ``sparring corpus add``) or retrieval server (``--retriever``);
+the report names the file as its split. Every question is one greedy
+:class:`~sparring.envs.search.answer_env.SearchAnswerEnv` episode, so a model, an endpoint and a
+scripted agent are measured the same way, and scored by Search-R1's normalisation
+(:mod:`~sparring.envs.search.scoring`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from sparring import SparringError
@@ -32,6 +39,7 @@ from sparring.envs.search.corpus import DEFAULT_CORPUS
 __all__ = [
     "SearchEvalConfig",
     "SearchSettings",
+    "draws",
     "evaluate_search",
     "question_kind",
     "question_source",
@@ -59,7 +67,8 @@ class SearchSettings(EvalConfig):
     retriever: str | None = None
     """Retrieval server URL (default: BM25 over the corpus, in-process)."""
     limit: int | None = 50
-    """Instances to run: the split's first N questions (None: all), or the proposer's seed draws 0..N-1."""
+    """Instances to run: the first N questions of the held-out set or --questions file (all: every one), or
+    draws 0..N-1 of the train split and the proposer's seeds (a number: draws have no end)."""
     topk: int = 3
     """Documents per search."""
 
@@ -70,17 +79,37 @@ class SearchEvalConfig(SearchSettings):
 
     judge: str | None = None
     """openai:URL#MODEL of a judge that decides answers exact match rejects (judged accuracy)."""
+    questions: str | None = None
+    """A FlashRAG QA JSONL file (id, question, golden_answers per line: NQ, HotpotQA, ...) to answer instead of
+    the corpus's held-out set; the report's split is the file's name."""
 
 
 def question_source(row: dict[str, Any]) -> str:
-    """The corpus source of the entry a question was made from (``wn:balloon`` -> wn)."""
+    """The corpus source of the entry a question was made from (``wn:balloon`` -> wn), or a file's dataset."""
+    if row.get("dataset"):
+        return str(row["dataset"])
     return str(row.get("doc", "")).split(":", 1)[0] or "other"
 
 
 def question_kind(row: dict[str, Any]) -> str:
-    """The kind of a question, by its entry's source: wordnet, computing (FOLDOC, Jargon File), element."""
+    """The kind of a question, by its entry's source: wordnet, computing (FOLDOC, Jargon File), element;
+    a file's question by its ``metadata.type`` (HotpotQA's bridge, comparison), else ``question``."""
+    if row.get("dataset"):
+        return str(row.get("type") or "question")
     source = question_source(row)
     return _KINDS.get(source, source)
+
+
+def draws(limit: int | None) -> int:
+    """How many draws ``--limit`` asks for: drawn questions or seeds have no end, so ``all`` is refused."""
+    if limit is None:
+        raise SparringError("--limit all counts a fixed question set; drawn questions have no end, give --limit N.")
+    return limit
+
+
+def questions_split(config: SearchEvalConfig) -> str:
+    """The split a report names: ``--split``, or the ``--questions`` file's name (``nq-test.jsonl`` -> nq-test)."""
+    return Path(config.questions).stem if config.questions else config.split
 
 
 def require_seeds(corpus: str) -> None:
@@ -96,7 +125,7 @@ def search_instances(config: SearchEvalConfig) -> list[Instance]:
     """The questions of the split, in order, each an episode of the answer env."""
     from sparring.envs.search.answer_env import SearchAnswerEnv
     from sparring.envs.search.corpus import corpus_dir
-    from sparring.envs.search.heldout import load_heldout
+    from sparring.envs.search.heldout import load_heldout, load_questions
 
     check_ranges(config)
     check_split(config.split)
@@ -107,13 +136,23 @@ def search_instances(config: SearchEvalConfig) -> list[Instance]:
         )
 
     folder = corpus_dir(config.corpus)
-    if config.split == "train":
+    if config.questions:
+        if config.split != "heldout":
+            raise SparringError("--questions replaces the split with the file's questions; leave --split out.")
+        rows = load_questions(config.questions, config.limit)
+    elif config.split == "train":
         require_seeds(config.corpus)
         return [
             Instance(f"train-{i:04d}", EpisodeSpec(make_env, seed=i), "seeds", "seed")
-            for i in range(config.limit or 50)
+            for i in range(draws(config.limit))
         ]
-    rows = load_heldout(folder, config.limit)
+    else:
+        rows = load_heldout(folder, config.limit)
+        if not rows:
+            raise SparringError(
+                f"the corpus {config.corpus!r} has no held-out questions (a corpus of your own has none); "
+                "pass your questions with --questions FILE."
+            )
     return [
         Instance(
             row["id"], EpisodeSpec(make_env, seed=i, options={"task": row}), question_source(row), question_kind(row)
@@ -195,9 +234,13 @@ def evaluate_search(policy: Any, config: SearchEvalConfig, judge: Any = None) ->
         The report (``report.json``'s content).
     """
     instances = search_instances(config)
-    out = out_dir(config, "search", f"n{len(instances)}")
-    settings = {"corpus": config.corpus, "topk": config.topk, "judged": judge is not None}
-    run = run_identity(config, "search", **settings)
+    named = replace(config, split=questions_split(config))
+    out = out_dir(named, "search", f"n{len(instances)}")
+    settings: dict[str, Any] = {"corpus": config.corpus, "topk": config.topk, "judged": judge is not None}
+    if config.questions:  # a changed file is another evaluation, not one to resume
+        path = Path(config.questions).expanduser()
+        settings["questions"] = {"file": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    run = run_identity(named, "search", **settings)
     records = play(instances, policy, runner_config(config), out, run, _record_fn(judge))
     return write_report(out, run, records, plots=config.plots)
 

@@ -1,6 +1,6 @@
 """Commands and setup requirements of the search room.
 
-``sparring corpus build|info|embed``, ``sparring serve-retriever`` and ``sparring bench
+``sparring corpus build|add|info|embed``, ``sparring serve-retriever`` and ``sparring bench
 retrieval``; setup builds the default corpus and its BM25 index.
 """
 
@@ -65,6 +65,29 @@ def _corpus_build(
     _corpus_info(str(folder))
 
 
+def _corpus_add(
+    name: str = typer.Argument(..., help="Name of the new corpus (or a folder to build it in)."),
+    source: str = typer.Argument(..., help='A FlashRAG corpus JSONL file ({"id", "contents": "\\"title\\"\\ntext"}).'),
+) -> None:
+    """Add your own corpus: index a FlashRAG JSONL file with BM25, keeping every document.
+
+    Use it with `--corpus NAME` (`eval search --questions FILE`, `serve-retriever`, the envs' corpus=).
+    """
+    from pathlib import Path
+
+    from sparring.envs.search.corpus import build_corpus
+    from sparring.envs.search.retrieval import build_bm25
+
+    if name == DEFAULT_CORPUS:
+        raise SparringError(f"{DEFAULT_CORPUS!r} is the dictionary corpus that setup builds; name yours otherwise.")
+    if not Path(source).expanduser().exists():
+        raise SparringError(f"no corpus file at {source}; pass a FlashRAG JSONL file (one document a line).")
+    folder = build_corpus(
+        source, name, finish=build_bm25, progress=lambda line: console.print(f"  {line}"), heldout=False
+    )
+    _corpus_info(str(folder))
+
+
 def _corpus_info(name: str = typer.Argument(DEFAULT_CORPUS, help="Corpus name or folder.")) -> None:
     """Print a corpus's statistics (documents, tokens, sources) as JSON."""
     folder = corpus_dir(name)
@@ -120,6 +143,7 @@ def _bench_retrieval(
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     """Add the search commands to the CLI."""
     groups["corpus"].command("build")(_corpus_build)
+    groups["corpus"].command("add")(_corpus_add)
     groups["corpus"].command("info")(_corpus_info)
     groups["corpus"].command("embed")(_corpus_embed)
     app.command("serve-retriever")(_serve)

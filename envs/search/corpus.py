@@ -43,8 +43,10 @@ __all__ = [
 
 #: Version of the on-disk format, in ``info.json``: 2 added each seed's accepted answers and bars
 #: a seed one of whose answers is held out; 3 drops answers that normalise to nothing and bars
-#: seeds that accept a prompt's example answer. A corpus of another format must be rebuilt.
-CORPUS_FORMAT = 3
+#: seeds that accept a prompt's example answer; 4 reads a dictd reference wrapped onto two lines
+#: as one term (no braces or line breaks in texts, links and accepted answers). A corpus of
+#: another format must be rebuilt.
+CORPUS_FORMAT = 4
 #: Name of the corpus that setup builds and the envs use when given none.
 DEFAULT_CORPUS = "default"
 #: dictd databases of the default corpus.
@@ -288,12 +290,15 @@ def _write_seeds(folder: Path, is_barred: Callable[[str], bool]) -> int:
     return len(seeds)
 
 
-def _write_documents(work: Path, documents: Iterable[dict[str, Any]], described: str) -> dict[str, Any]:
+def _write_documents(
+    work: Path, documents: Iterable[dict[str, Any]], described: str, heldout: bool = True
+) -> dict[str, Any]:
     """Write ``corpus.jsonl``, ``offsets.npy`` and ``heldout.jsonl``; return the statistics.
 
     A held-out question's own entry is withheld from the corpus. Which questions are kept is known
     only once every document has been read (a question must stay answerable), so the candidates
-    are buffered and the entries of questions not kept are written at the end.
+    are buffered and the entries of questions not kept are written at the end. Without
+    ``heldout`` every document is written as it comes and the held-out set is empty.
     """
     from sparring.envs.search.heldout import heldout_row, save_heldout, select_heldout
 
@@ -316,7 +321,7 @@ def _write_documents(work: Path, documents: Iterable[dict[str, Any]], described:
             if doc["id"] in seen:
                 raise SparringError(f"document id {doc['id']!r} occurs twice in {described}; ids must be unique.")
             seen.add(doc["id"])
-            row = heldout_row(doc)
+            row = heldout_row(doc) if heldout else None
             if row is not None:
                 candidates.append((row, doc))
                 continue
@@ -341,6 +346,7 @@ def build_corpus(
     *,
     finish: Callable[[Path], object] | None = None,
     progress: Callable[[str], None] = lambda _: None,
+    heldout: bool = True,
 ) -> Path:
     """Build a corpus from ``source`` into ``corpus_dir(name)`` and return its folder.
 
@@ -353,6 +359,9 @@ def build_corpus(
             with the documents (``sparring corpus build`` passes the BM25 index builder), so a
             failed index build also leaves an earlier build intact.
         progress: Called with a line of text at each stage.
+        heldout: Make the held-out QA set (withholding its entries). A user's own corpus
+            (``sparring corpus add``) keeps every document: its questions come from a file
+            (``sparring eval search --questions``), so its held-out set is empty.
 
     The corpus is written to a temporary folder next to the target and moved into place at the
     end, so a failed build leaves an earlier build intact.
@@ -369,12 +378,14 @@ def build_corpus(
     try:
         progress(f"reading {described}")
         info: dict[str, Any] = {"name": name, "source": described, "format": CORPUS_FORMAT}
-        info |= _write_documents(work, documents, described)
+        info |= _write_documents(work, documents, described, heldout)
         held = {normalize_answer(a) for row in load_heldout(work) for a in row["answers"]}
         progress(f"{info['documents']} documents, {info['heldout']} held-out questions; finding seed answers")
         # The answers the prompts show as examples are never a seed's: a copied example is no answer.
         barred = held | {normalize_answer(a) for a in EXAMPLE_ANSWERS}
-        info["seeds"] = _write_seeds(work, lambda title: is_heldout(title) or normalize_answer(title) in barred)
+        info["seeds"] = _write_seeds(
+            work, lambda title: (heldout and is_heldout(title)) or normalize_answer(title) in barred
+        )
         (work / "info.json").write_text(json.dumps(info, indent=2))
         if finish is not None:
             progress("building the index")

@@ -10,7 +10,10 @@ The packages come from Debian with ``apt-get download`` and ``dpkg -x``, neither
 root, and are cached under ``sparring_home()/dictd``.
 
 Cross-references such as FOLDOC's ``{term}`` stay in the text as the plain term and are listed,
-in order, in the document's ``links``.
+in order, in the document's ``links``. A reference that the database wrapped onto a second line
+(WordNet's ``{doze\n         off}``, a third of its synonym lists' references) is one term too: its
+line break becomes a space, or nothing after a hyphen (``{slate-\n colored junco}`` is
+``slate-colored junco``), so no brace or line break reaches a title, a link or an accepted answer.
 """
 
 from __future__ import annotations
@@ -42,7 +45,10 @@ DICTD_PACKAGES: dict[str, str] = {
 
 _B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 _B64_VALUE = {c: i for i, c in enumerate(_B64)}
-_LINK_RE = re.compile(r"\{([^{}\n]{1,80})\}")
+#: What may be a reference: text in braces (see :func:`_reference`).
+_BRACES_RE = re.compile(r"\{([^{}]{1,100})\}")
+_WRAP_RE = re.compile(r"(-?)\n[ \t]*")
+_MAX_LINK_CHARS = 80
 _SPACES_RE = re.compile(r"[ \t]+")
 
 
@@ -139,6 +145,19 @@ def _clean(text: str) -> str:
     return "\n".join(out).strip()
 
 
+def _reference(inside: str) -> str | None:
+    """The term of a ``{...}`` reference on one line, or None when the braces hold no reference.
+
+    A reference is on one line or wrapped onto a second (the Jargon File's ``{\\n    worm}``
+    included): a wrapped line break is a space, or nothing after a hyphen. Braces around more
+    lines, or around more than :data:`_MAX_LINK_CHARS` characters, are code, not a reference.
+    """
+    if inside.count("\n") > 1:
+        return None
+    term = _SPACES_RE.sub(" ", _WRAP_RE.sub(lambda m: "-" if m.group(1) else " ", inside.strip())).strip()
+    return term if 0 < len(term) <= _MAX_LINK_CHARS else None
+
+
 def _title(headwords: list[str], text: str) -> str:
     """The headword the entry starts with, in the entry's own spelling."""
     first = next((line for line in text.splitlines() if line.strip()), "").strip()
@@ -176,8 +195,9 @@ def read_database(folder: Path, name: str) -> Iterator[DictEntry]:
             groups.setdefault(key, []).append(word)
     for (offset, size), words in groups.items():
         raw = _decode(data[offset : offset + size])
-        links = list(dict.fromkeys(_SPACES_RE.sub(" ", m.replace("\n", " ")).strip() for m in _LINK_RE.findall(raw)))
-        text = _clean(_LINK_RE.sub(lambda m: m.group(1), raw))
+        terms = [_reference(m) for m in _BRACES_RE.findall(raw)]
+        links = list(dict.fromkeys(term for term in terms if term))
+        text = _clean(_BRACES_RE.sub(lambda m: _reference(m.group(1)) or m.group(0), raw))
         if not text:
             continue
         yield DictEntry(source=name, headwords=words, title=_title(words, text), text=text, links=links)

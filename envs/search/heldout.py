@@ -38,6 +38,7 @@ __all__ = [
     "heldout_row",
     "is_heldout",
     "load_heldout",
+    "load_questions",
     "question_for",
     "save_heldout",
     "select_heldout",
@@ -152,3 +153,67 @@ def load_heldout(folder: Path, limit: int | None = None) -> list[dict[str, Any]]
         raise SparringError(f"{path} is missing; rebuild the corpus with `sparring corpus build`.")
     rows = [json.loads(line) for line in path.open()]
     return rows[:limit] if limit else rows
+
+
+def load_questions(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
+    """Questions from a FlashRAG QA JSONL file, as held-out rows (``{"id", "question", "answers", ...}``).
+
+    FlashRAG ships NQ, TriviaQA, PopQA, HotpotQA, 2WikiMultihopQA, MuSiQue and Bamboogle (the sets
+    Search-R1 reports) one question a line: ``{"id", "question", "golden_answers": [...],
+    "metadata": {...}}``. A line without an ``id`` is numbered by its line; ``metadata.type``
+    (HotpotQA's bridge/comparison, 2Wiki's ...) becomes the row's ``type``, and the file's name its
+    ``dataset``. Answers that normalise to nothing are dropped (they would match nothing).
+
+    Raises:
+        SparringError: The file is missing, a line is not such a question (named by file and
+            line), an id occurs twice, or the file holds no question.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise SparringError(f"no questions file at {path}; pass a FlashRAG QA JSONL file to --questions.")
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise SparringError(f"{where}: not valid JSON ({e.msg}); fix or remove the line.") from None
+            row = _question_row(item, where, path.stem, lineno)
+            if row["id"] in seen:
+                raise SparringError(f"{where}: the id {row['id']!r} occurs twice; question ids must be unique.")
+            seen.add(row["id"])
+            rows.append(row)
+            if limit and len(rows) >= limit:
+                break
+    if not rows:
+        raise SparringError(f"{path} holds no question; it needs one JSON object a line.")
+    return rows
+
+
+def _question_row(item: Any, where: str, dataset: str, lineno: int) -> dict[str, Any]:
+    """One FlashRAG question line as a held-out row (see :func:`load_questions`)."""
+    fix = 'a question line is {"id", "question": TEXT, "golden_answers": [TEXT, ...]}'
+    if not isinstance(item, dict) or not isinstance(item.get("question"), str) or not item["question"].strip():
+        raise SparringError(f"{where}: no question text; {fix}.")
+    golden = item.get("golden_answers", item.get("answers"))
+    if isinstance(golden, (str, int, float)):
+        golden = [golden]
+    if not isinstance(golden, list) or not all(isinstance(a, (str, int, float)) for a in golden):
+        raise SparringError(f"{where}: golden_answers is not a list of answers; {fix}.")
+    answers = list(dict.fromkeys(str(a).strip() for a in golden if normalize_answer(str(a))))
+    if not answers:
+        raise SparringError(f"{where}: no golden answer that normalises to a word; {fix}.")
+    row: dict[str, Any] = {
+        "id": str(item.get("id", f"{dataset}-{lineno}")),
+        "question": item["question"].strip(),
+        "answers": answers,
+        "dataset": dataset,
+    }
+    metadata = item.get("metadata")
+    if isinstance(metadata, dict) and isinstance(metadata.get("type"), str):
+        row["type"] = metadata["type"]
+    return row

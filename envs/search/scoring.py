@@ -1,7 +1,11 @@
-"""Answer scoring as in SQuAD: normalise, then exact match or token F1.
+"""Answer scoring as in SQuAD, Search-R1 and FlashRAG: normalise, then exact match or token F1.
 
 Normalisation lower-cases, removes punctuation and the articles a/an/the, and collapses
-whitespace, so ``"The  Jargon File."`` and ``"jargon file"`` match.
+whitespace, so ``"The  Jargon File."`` and ``"jargon file"`` match: the same steps, in the same
+order, as Search-R1's ``normalize_answer`` (and SQuAD's), so an EM measured here on NQ, TriviaQA,
+HotpotQA... is the EM those papers report. Token F1 is HotpotQA's (FlashRAG's): a yes/no answer
+(or ``noanswer``) earns F1 only by being the truth itself. One deliberate difference: a truth that
+normalises to nothing matches nothing (see :func:`exact_match`).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ VALIDATION_EXAMPLE_ANSWER = "Mars"
 EXAMPLE_ANSWERS = (SOLVER_EXAMPLE_ANSWER, VALIDATION_EXAMPLE_ANSWER)
 
 _ARTICLES_RE = re.compile(r"\b(a|an|the)\b")
+#: Answers that share no tokens with a longer answer in HotpotQA's F1: "yes" is not half of "yes it is".
+_CLOSED_ANSWERS = frozenset({"yes", "no", "noanswer"})
 _PUNCT_TABLE = str.maketrans("", "", string.punctuation)
 
 
@@ -55,9 +61,15 @@ def exact_match(prediction: str, truth: str) -> float:
 
 
 def f1_score(prediction: str, truth: str) -> float:
-    """Token-level F1 between the normalised strings; 0.0 when either is empty."""
-    pred = normalize_answer(prediction).split()
-    gold = normalize_answer(truth).split()
+    """Token-level F1 between the normalised strings; 0.0 when either is empty.
+
+    As in HotpotQA's and FlashRAG's F1, a prediction or a truth that is ``yes``, ``no`` or
+    ``noanswer`` scores 1.0 when the two are equal and 0.0 otherwise: no partial credit.
+    """
+    pred_text, gold_text = normalize_answer(prediction), normalize_answer(truth)
+    if (pred_text in _CLOSED_ANSWERS or gold_text in _CLOSED_ANSWERS) and pred_text != gold_text:
+        return 0.0
+    pred, gold = pred_text.split(), gold_text.split()
     if not pred or not gold:
         return 0.0
     common = Counter(pred) & Counter(gold)

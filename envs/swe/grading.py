@@ -54,6 +54,9 @@ __all__ = [
 
 #: Bytes of the solver's tree read back at most (larger files are ignored, not graded).
 MAX_FILE_BYTES = 2 << 20
+#: Folders of tool state, never the solver's change: git, bytecode, and what a test run writes
+#: (``python -m pytest`` leaves ``.pytest_cache``; it was reported as a changed file).
+_TOOL_STATE = frozenset({".git", "__pycache__", ".pytest_cache", ".hypothesis"})
 
 SOLVER_COMMIT = "Initial commit"
 
@@ -84,14 +87,14 @@ def setup_solver_repo(sandbox: Any, artifact: BugArtifact) -> None:
 
 
 def snapshot(sandbox: Any, root: str = "/repo", left_out: list[str] | None = None) -> dict[str, bytes]:
-    """The regular files under ``root`` (no ``.git``, no bytecode), path -> bytes, read from the container.
+    """The regular files under ``root`` (no ``.git``, bytecode or test-run caches), path -> bytes, from the container.
 
     Read within the sandbox's read-back caps (``containers/readback.py``); what they kept out
     (huge, too many or too deep files) is absent, and said in sentences appended to ``left_out``.
     """
     from sparring.containers.readback import ReadCaps
 
-    read = sandbox.read_tree(root, ReadCaps(file_bytes=MAX_FILE_BYTES, exclude=(".git", "__pycache__")))
+    read = sandbox.read_tree(root, ReadCaps(file_bytes=MAX_FILE_BYTES, exclude=tuple(sorted(_TOOL_STATE))))
     if left_out is not None:
         left_out.extend(read.notes())
     data = read.data
@@ -105,7 +108,7 @@ def snapshot(sandbox: Any, root: str = "/repo", left_out: list[str] | None = Non
             if path.startswith(base + "/"):
                 path = path[len(base) + 1 :]
             parts = path.split("/")
-            if ".." in parts or path.startswith("/") or ".git" in parts or "__pycache__" in parts:
+            if ".." in parts or path.startswith("/") or not _TOOL_STATE.isdisjoint(parts):
                 continue
             if path.endswith((".pyc", ".pyo")):
                 continue

@@ -167,7 +167,9 @@ class SandboxTools:
         line = text[: text.index(old_str)].count("\n") + 1
         return f"Edited {full}: replaced 1 occurrence at line {line}."
 
-    @tool(example={"path": "/tmp/bug/test_files.txt", "content": "tests/test_util.py\n"})
+    # One example for both roles, shown in every tool-call error: a solver's scratch script, not the
+    # injector's artifact folder (its prompt names /tmp/bug itself).
+    @tool(example={"path": "/tmp/check.py", "content": "from pkg.util import add\nprint(add(2, 3))\n"})
     def create(self, path: str, content: str) -> str:
         """Create a file (or overwrite it) with the given content.
 

@@ -26,6 +26,7 @@ from sparring.agents.evaluation import (
     parse_spec,
     write_report,
 )
+from sparring.agents.evaluation.plots import bar_labels, comparison_rows, usage_panels
 from sparring.agents.evaluation.records import RecordLog, check_run
 from sparring.agents.evaluation.specs import checkpoint_model_dir
 from sparring.agents.evaluation.stats import mean_ci, paired_difference
@@ -168,6 +169,14 @@ def test_compare_pairs_common_instances_and_lists_the_rest(tmp_path: Path) -> No
     assert len(result["changed"]["b_only_solved"]) == 20 and result["changed"]["a_only_solved"] == []
     text = comparison_markdown(result)
     assert "| all common | 40 | 0.250 | 0.750 | +0.500 |" in text and "1 instance(s) only in A: `only-a`" in text
+    assert [name for name, _ in comparison_rows(result)] == [
+        "all common (n=40)",
+        "repository pkg (n=40)",
+        "bug kind procedural:off_by_one (n=40)",
+    ]
+    drawn = sparring("eval", "compare", str(tmp_path / "a"), str(tmp_path / "b"), "--plot", str(tmp_path / "d.png"))
+    assert drawn.returncode == 0 and f"differences drawn in {tmp_path / 'd.png'}" in drawn.stderr, drawn.stderr
+    assert (tmp_path / "d.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and (tmp_path / "d.png").stat().st_size > 5000
 
 
 def test_compare_refuses_reports_with_nothing_in_common(tmp_path: Path) -> None:
@@ -256,10 +265,27 @@ def test_search_oracle_scores_1_and_do_nothing_0_and_the_reports_say_so(corpus: 
         assert len(on_disk["records"]) == 20 and all(r["em"] == em for r in on_disk["records"])
         assert all(len(r["actions"]) == r["turns"] == 1 for r in on_disk["records"])
         assert f"| EM | {em:.3f} | [{em:.3f}, {em:.3f}] | 20 |" in (out / "report.md").read_text()
-        assert {Path(p).name for p in on_disk["plots"]} == {"scores.png", "usage.png", "failures.png"}
-        assert all((out / name).stat().st_size > 1000 for name in ("scores.png", "usage.png", "failures.png"))
+        drawn = {"scores.png", "usage.png"} | ({"failures.png"} if em == 0.0 else set())  # none drawn empty
+        assert {Path(p).name for p in on_disk["plots"]} == drawn
+        assert all((out / name).stat().st_size > 1000 for name in drawn)
+        assert usage_panels(on_disk) == ["turns", "searches"]  # a scripted agent counts no tokens: no panel
+        assert _png_width(out / "usage.png") == 2 * 5.5 * 110
     assert nothing["reasons"]["wrong_answer"]["count"] == 20  # an empty answer is a wrong one, with its reason
     assert oracle["reasons"] == {}
+
+
+def _png_width(path: Path) -> int:
+    """A PNG's width in pixels, from its IHDR chunk."""
+    return int.from_bytes(path.read_bytes()[16:20], "big")
+
+
+@pytest.mark.timeout(300)
+def test_failure_bars_count_the_instances_that_failed_for_their_reason(corpus: Corpus, tmp_path: Path) -> None:
+    report = _evaluate(_search(tmp_path, "floor", model="scripted:retrieval-floor"))
+    wrong = sum(1 for r in report["records"] if r["reason"] == "wrong_answer")
+    assert 0 < wrong < 20 and report["reasons"]["wrong_answer"]["n"] == 20  # a share of all 20 instances
+    assert bar_labels(report["reasons"]) == [f"wrong_answer\n(n={wrong})"]  # the instances it counts, not all 20
+    assert bar_labels(report["by_kind"])[0].endswith(f"(n={report['by_kind'][next(iter(report['by_kind']))]['n']})")
 
 
 @pytest.mark.timeout(300)

@@ -25,6 +25,32 @@ def test_missing_default_model_names_the_fix(tmp_path, monkeypatch):
         make_generator("tgi")
 
 
+def test_a_model_path_that_does_not_exist_is_one_sentence_naming_it(tmp_path):
+    missing = tmp_path / "no-such-model"
+    for name in (str(missing), "./no-such-model", "runs/a/checkpoints"):  # absolute, relative, nested: paths
+        with pytest.raises(SparringError, match=r"^no model folder at /\S*(no-such-model|runs/a/checkpoints); pass"):
+            model.load_tokenizer(name)
+    assert model.resolve_model(str(tmp_path)) == str(tmp_path)  # an existing folder is taken as it is
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"HF_HUB_OFFLINE": "1"}, "HF_HUB_OFFLINE is set"),
+        ({"HF_ENDPOINT": "http://127.0.0.1:9"}, "the hub did not answer within 5 s"),  # nothing listens on port 9
+    ],
+)
+def test_a_hub_id_without_the_hub_fails_at_once(monkeypatch, env, says):
+    import time
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    t0 = time.perf_counter()
+    with pytest.raises(SparringError, match=f"'sparring-tests/not-cached' is not in the Hugging Face cache and {says}"):
+        model.load_tokenizer("sparring-tests/not-cached")
+    assert time.perf_counter() - t0 < model.HUB_PROBE_S + 5  # transformers' own retries took about a minute
+
+
 def test_train_without_model_exits_2_with_one_sentence(tmp_path):
     env = {"SPARRING_HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     proc = subprocess.run(
@@ -90,3 +116,19 @@ def test_chat_format_with_a_tool_template(tokenizer):
         delta == "\n<|im_start|>user\n<tool_response>number 0 is 8</tool_response><|im_end|>\n<|im_start|>assistant\n"
     )
     assert chat.observation_text("x", action_closed_by=None).startswith("<|im_end|>\n<|im_start|>user")
+
+
+def test_activation_checkpointing_is_switched_without_a_deprecation_warning():
+    import warnings
+
+    from tests.conftest import require
+
+    require(model.default_model_present(), "the default model (SmolLM2-135M-Instruct)")
+    policy = model.load_model()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert model.set_activation_checkpointing(policy, True) and policy.is_activation_checkpointing
+        assert model.set_activation_checkpointing(policy, False) and not policy.is_activation_checkpointing
+    # transformers 5 deprecated gradient_checkpointing_enable/_disable: each call printed a FutureWarning
+    assert not [str(w.message) for w in caught if "checkpointing" in str(w.message)]
+    assert not model.set_activation_checkpointing(object(), True)  # a model without it: nothing to switch

@@ -82,7 +82,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         dataset: bool = typer.Option(
             True,
             "--dataset/--no-dataset",
-            help="Also save a Hugging Face dataset (needs the datasets package: pip install 'sparring\\[train]').",
+            help="Also save a Hugging Face dataset (needs the datasets package: the train extra).",
         ),
     ) -> None:
         """Write validated bugs as SWE-bench instances (JSONL and a Hugging Face dataset), each with its image.

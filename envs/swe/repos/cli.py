@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -25,7 +26,11 @@ SETUP_REPOS = ("inflection", "parse", "isodate")
 
 
 def requirements() -> list:
-    """One requirement per image in :data:`SETUP_REPOS` (after the base image)."""
+    """One requirement per image in :data:`SETUP_REPOS` (after the base image), and the held-out images.
+
+    The held-out images are what ``sparring eval swe --split heldout`` needs; setup leaves them to
+    ``sparring build repos --split heldout`` (minutes each), so doctor shows them as optional.
+    """
     from sparring.requirement import Requirement
 
     return [
@@ -36,7 +41,31 @@ def requirements() -> list:
             fix=f"sparring build repos {name}",
         )
         for name in SETUP_REPOS
+    ] + [
+        Requirement(
+            name="held-out repo images",
+            check=_heldout_check,
+            ensure=lambda: build_repos(_select([], "heldout")),
+            fix="sparring build repos --split heldout (for `sparring eval swe --split heldout`)",
+            needed_for=frozenset(),
+            required=False,
+        )
     ]
+
+
+def _heldout_check() -> tuple[bool, str]:
+    """Whether every held-out repository's image is built: ``eval swe --split heldout`` uses the built ones."""
+    from sparring.containers.docker_engine import engine_status
+    from sparring.envs.swe.repos.catalog import load_catalog
+    from sparring.envs.swe.repos.images import image_status
+
+    if not engine_status()[0]:
+        return False, "needs the Docker engine"
+    specs = list(load_catalog("heldout").values())
+    missing = [spec.name for spec in specs if image_status(spec)[0] != "built"]
+    built = len(specs) - len(missing)
+    detail = f"{built} of {len(specs)} built" + (f"; not built: {', '.join(missing)}" if missing else "")
+    return not missing and bool(specs), detail
 
 
 def _image_check(name: str) -> tuple[bool, str]:
@@ -88,6 +117,41 @@ def _summary_table(manifests: list[RepoManifest], title: str) -> None:
     Console().print(table)
 
 
+class StageLog:
+    """The ``step`` callback of an image build: each stage is printed with its time as it ends.
+
+    The progress bar shows only the stage under way, so without this a build that took minutes
+    left no record of where they went.
+    """
+
+    def __init__(self, say: Callable[[str], object], show: Callable[[str], object] = lambda _: None):
+        """Print finished stages with ``say``; show the stage under way with ``show``."""
+        self.say, self.show = say, show
+        self.seen = 0
+        self._current: str | None = None
+        self._started = self._first = 0.0
+
+    def __call__(self, what: str) -> None:
+        """A new stage starts: the one before it has ended."""
+        self._end()
+        if not self.seen:
+            self._first = time.perf_counter()
+        self.seen += 1
+        self._current, self._started = what, time.perf_counter()
+        self.show(what)
+
+    def _end(self) -> None:
+        if self._current is not None:
+            self.say(f"  {self._current} ({time.perf_counter() - self._started:.1f} s)")
+            self._current = None
+
+    def done(self, line: str | None) -> None:
+        """The build ended: close the last stage, then say ``line`` (with the total time if a stage ran)."""
+        self._end()
+        if line:
+            self.say(line + (f" in {time.perf_counter() - self._first:.1f} s" if self.seen else ""))
+
+
 def build_repos(specs: list[RepoSpec], force: bool = False) -> tuple[list[RepoManifest], dict[str, str]]:
     """Build SPECS' images with a progress bar; a failed repository does not stop the others.
 
@@ -107,13 +171,12 @@ def build_repos(specs: list[RepoSpec], force: bool = False) -> tuple[list[RepoMa
     with Progress(*columns, TimeElapsedColumn(), transient=False) as progress:
         task = progress.add_task("repositories", total=len(specs))
         for spec in specs:
-
-            def step(what: str) -> None:
-                progress.update(task, description=what)
-
+            stages = StageLog(progress.console.print, lambda what: progress.update(task, description=what))
             try:
-                manifests.append(ensure_repo_image(spec, force=force, step=step))
+                manifests.append(ensure_repo_image(spec, force=force, step=stages))
+                stages.done(f"{spec.name}: up to date" if not stages.seen else f"{spec.name}: built")
             except SparringError as e:
+                stages.done(None)
                 failures[spec.name] = str(e)
                 progress.console.print(f"[red]✗ {spec.name}[/]: {e}")
             progress.advance(task)

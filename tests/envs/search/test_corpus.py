@@ -10,9 +10,9 @@ import pytest
 
 from sparring import SparringError
 from sparring.envs.search.corpus import CORPUS_FORMAT, Corpus, _write_seeds, build_corpus
-from sparring.envs.search.dictd import decode_offset
+from sparring.envs.search.dictd import decode_offset, read_database
 from sparring.envs.search.documents import format_contents, split_contents
-from sparring.envs.search.heldout import is_heldout, load_heldout
+from sparring.envs.search.heldout import accepted_answers, is_heldout, load_heldout
 from sparring.envs.search.retrieval import BM25Retriever, build_bm25
 from sparring.envs.search.scoring import EXAMPLE_ANSWERS, answer_in_text, normalize_answer
 
@@ -94,6 +94,16 @@ def test_a_corpus_of_an_older_format_asks_to_be_rebuilt(corpus: Corpus, tmp_path
         Corpus(old).seeds()
 
 
+def test_no_question_or_accepted_answer_carries_dictd_markup(corpus: Corpus):
+    # Format 3 had {doze\noff} in 217 of the 1,000 held-out questions' answers and 6,767 seeds'.
+    def marked(text: str) -> bool:
+        return any(c in text for c in "{}\n")
+
+    rows = load_heldout(corpus.folder)
+    assert not [row["id"] for row in rows if marked(row["question"]) or any(map(marked, row["answers"]))]
+    assert not [seed["answer"] for seed in corpus.seeds() if any(map(marked, seed["answers"]))]
+
+
 def test_heldout_questions_are_answerable_but_their_entries_are_withheld(corpus: Corpus, bm25: BM25Retriever):
     rows = load_heldout(corpus.folder)
     assert len(rows) >= 500
@@ -113,6 +123,51 @@ def test_heldout_questions_are_answerable_but_their_entries_are_withheld(corpus:
 
 def test_dictd_offsets_decode():
     assert decode_offset("A") == 0 and decode_offset("B") == 1 and decode_offset("BA") == 64
+
+
+def _b64(n: int) -> str:
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    digits = ""
+    while True:
+        digits = alphabet[n % 64] + digits
+        n //= 64
+        if not n:
+            return digits
+
+
+def _dictd(folder: Path, name: str, entries: dict[str, str]) -> Path:
+    """A dictd database as the Debian packages ship it: NAME.index (base-64 offsets) and NAME.dict.dz (gzip)."""
+    import gzip
+
+    data, index = b"", []
+    for word, text in entries.items():
+        raw = text.encode()
+        index.append(f"{word}\t{_b64(len(data))}\t{_b64(len(raw))}\n")
+        data += raw
+    (folder / f"{name}.index").write_text("".join(index))
+    (folder / f"{name}.dict.dz").write_bytes(gzip.compress(data))
+    return folder
+
+
+def test_a_dictd_reference_wrapped_onto_two_lines_is_one_term(tmp_path: Path):
+    # WordNet wraps a third of its synonym lists' references ({doze\n off}); the braces and the line
+    # break reached the titles, the links and the accepted answers of 217 of the 1,000 held-out questions.
+    wn = (
+        "nod off\n     v 1: change from a waking to a sleeping state\n"
+        "          [syn: {fall asleep}, {dope off}, {doze\n          off}, {slate-\n          colored junco}]\n"
+    )
+    jargon = "worm\n\n   A program that propagates itself (see {\n   worm}).\n"
+    code = "brace\n\n   In C: {\n     x = 1;\n     y = 2;\n   } is a block.\n"
+    entries = {
+        e.title: e for e in read_database(_dictd(tmp_path, "wn", {"nod off": wn, "worm": jargon, "brace": code}), "wn")
+    }
+    nod = entries["nod off"]
+    assert nod.links == ["fall asleep", "dope off", "doze off", "slate-colored junco"]
+    assert "[syn: fall asleep, dope off, doze off, slate-colored junco]" in " ".join(nod.text.split())
+    doc = {"title": "nod off", "source": "wn", "contents": format_contents("nod off", nod.text)}
+    assert accepted_answers(doc) == ["nod off", "fall asleep", "dope off", "doze off", "slate-colored junco"]
+    assert entries["worm"].links == ["worm"] and "{" not in entries["worm"].text
+    assert entries["brace"].links == [] and "x = 1;" in entries["brace"].text and "{" in entries["brace"].text  # code
 
 
 def test_jsonl_builder_names_file_and_line_of_a_malformed_line(tmp_path: Path):

@@ -238,3 +238,15 @@ def test_a_solver_that_forges_the_test_report_is_not_solved(env: Any) -> None:
     assert outcome["tampering"][0].startswith("inflection/_forge.py:2: import atexit (exit_hooks): import atexit")
     assert any("SPARRING_JUNIT" in t for t in outcome["tampering"]) and outcome["status"] == "refused"
     assert outcome["error"].startswith("the repair reaches for")
+
+
+def test_a_test_run_is_no_changed_file_and_the_help_shows_a_solvers_example(env: Any) -> None:
+    env.reset(seed=0)
+    obs, *_ = env.step('<tool_call>{"name": "bash", "arguments": </tool_call>')  # every tool's example is shown
+    assert "create" in obs and "/tmp/bug" not in obs  # the injector's artifact folder means nothing to a solver
+    obs, *_ = env.step("<bash>python -m pytest -q -p no:randomly >/dev/null; ls -a</bash>")
+    assert ".pytest_cache" in obs  # the run left its cache in /repo ...
+    env.step(_call("str_replace", path=SOURCE, old_str=BUGGY_LINE, new_str=ORIGINAL_LINE))
+    _, _, terminated, _, info = env.step("<submit>restored 13 in the teen check</submit>")
+    assert terminated and info["outcome"]["solved"]
+    assert info["outcome"]["changed_files"] == [SOURCE]  # ... which is no change of the solver's
