@@ -180,6 +180,14 @@ def test_the_toy_env_survives_the_hostile_actions(tmp_path: Path) -> None:
     play_hostile(env, hostile_actions(env.tools), tmp_path)
 
 
+def test_reset_on_a_task_holding_lone_surrogates_returns_valid_utf8() -> None:
+    """A task may carry what a policy wrote (a proposed question becomes a solver's task)."""
+    env = SumEnv()
+    obs, info = env.reset(options={"task": {"id": "sum-\ud800", "numbers": [1, 2], "note": ["\udcff"]}})
+    _check_storable(obs, 0.0, info)
+    assert info["task_id"] == "sum-\ufffd" and info["task"]["note"] == ["\ufffd"]
+
+
 def test_the_episode_writer_stores_what_it_is_given(tmp_path: Path) -> None:
     """Actions are the agent's own text, recorded by the runner: lone surrogates and bytes included."""
     episode = Episode("e", "solver", "toy", "t", {"id": "t", "name": "\udcff"}, "p\ud800")
