@@ -325,8 +325,8 @@ def _json_call(body: str, specs: dict[str, ToolSpec]) -> ToolCall | ToolCallErro
     if isinstance(args, str):  # some templates double-encode the arguments
         try:
             args = _load_json(args)
-        except _Refused:
-            args = None
+        except _Refused as e:
+            return ToolCallError(f'Error: "arguments" of {_quote(name)}, a JSON string, {e}.\n{_usage(specs)}')
     if not isinstance(args, dict):
         return ToolCallError(f'Error: "arguments" of {_quote(name)} must be a JSON object.\n{_usage(specs)}')
     return _check_call(name, args, specs)
