@@ -54,6 +54,7 @@ STRING_VALUES = [
     "0.5",
     "-1",
     "99999999999999999999",
+    '"' + "a" * 300_000 + '"',  # a huge string: past Linux's 128 KiB for one argument of a command
 ]
 #: One hostile string for the tools that end an episode (each of those may grade a repair).
 ENDING_VALUE = '"\\ud800 \\u0000 \\ud83d\\ude00 \\udcff"'
