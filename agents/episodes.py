@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sparring import SparringError
-from sparring.envs.core import EPISODE_SCHEMA_VERSION, Episode
+from sparring.envs.core import EPISODE_SCHEMA_VERSION, Episode, json_line, storable
 
 __all__ = ["SCHEMA_VERSION", "Episode", "episodes_to_dataset", "read_jsonl", "write_jsonl"]
 
@@ -21,12 +21,16 @@ SCHEMA_VERSION = EPISODE_SCHEMA_VERSION
 
 
 def write_jsonl(episodes: Iterable[Episode], path: str | Path, *, append: bool = False) -> Path:
-    """Write one episode per line; returns the path."""
+    """Write one episode per line; returns the path.
+
+    Lines are :func:`~sparring.envs.core.json_line`: an action or outcome holding a lone surrogate
+    (or a value JSON has no form for) is written with it replaced, never failing the write.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a" if append else "w", encoding="utf-8") as f:
         for ep in episodes:
-            f.write(json.dumps(ep.to_dict(), ensure_ascii=False) + "\n")
+            f.write(json_line(ep.to_dict()) + "\n")
     return path
 
 
@@ -40,7 +44,9 @@ def read_jsonl(path: str | Path) -> list[Episode]:
     if not path.is_file():
         raise SparringError(f"no episode file at {path}; check the path (`sparring eval ... --out` writes one).")
     episodes = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    # Lines end at "\n" only: str.splitlines also splits at \x85, \u2028 and the like, which a
+    # record written with ensure_ascii=False holds as themselves inside its strings.
+    for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
         if not line.strip():
             continue
         try:
@@ -63,10 +69,10 @@ def episodes_to_dataset(episodes: Iterable[Episode]) -> Any:
 
     rows = []
     for ep in episodes:
-        row = ep.to_dict()
+        row = storable(ep.to_dict())
         for key in ("task", "outcome", "sampling"):
             if key in row:  # an env record without the agents' fields has no sampling
-                row[key] = json.dumps(row[key], ensure_ascii=False)
+                row[key] = json_line(row[key])
         row["timings"] = json.dumps(row["timings"])
         row["turn_rewards"] = ep.turn_rewards
         rows.append(row)

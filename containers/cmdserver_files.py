@@ -232,6 +232,10 @@ class CappedTree:
             return
         if self.path_chars is not None and len(arcname) > self.path_chars:
             return self.leave_out("path_chars", arcname)
+        # A hard link is archived as the file it is, with its own contents: a link member holds no
+        # data, so a reader keeping regular files would see a deletion, and the caps may have left
+        # its target out. gettarinfo makes a link of any inode it has seen, so it is shown none.
+        self.tar.inodes.clear()
         try:
             info = self.tar.gettarinfo(path, arcname)
         except OSError:

@@ -3,7 +3,10 @@
 Every env is a ``gymnasium.Env[str, str]``: the action is the model's raw text for one turn, the
 env parses the tool call in it (:mod:`sparring.envs.tools`), runs the tool and answers with the
 tool's output as the next observation. A malformed or unknown call is not an exception: the
-observation says what was wrong and shows the correct form, and the turn counts.
+observation says what was wrong and shows the correct form, and the turn counts. Every string
+leaving an env (observation, info, outcome) is valid UTF-8: :class:`TextEnv` passes what its
+``reset`` and ``step`` return through :func:`storable`, so a lone surrogate from a JSON escape or a
+file name that is not UTF-8 reaches no record.
 
 :class:`Episode` and :class:`Turn` are the records the runner writes and the trainer reads.
 """
@@ -20,9 +23,18 @@ from gymnasium.envs.registration import EnvSpec
 
 from sparring import SparringError
 from sparring.envs.spaces import UnicodeText
-from sparring.envs.tools import ToolCall, ToolCallError, parse_tool_call, tool_spec
+from sparring.envs.tools import ToolCall, ToolCallError, parse_tool_call, tool_spec, valid_text
 
-__all__ = ["EPISODE_SCHEMA_VERSION", "Episode", "TextEnv", "Turn", "content_id", "reason_name"]
+__all__ = [
+    "EPISODE_SCHEMA_VERSION",
+    "Episode",
+    "TextEnv",
+    "Turn",
+    "content_id",
+    "json_line",
+    "reason_name",
+    "storable",
+]
 
 #: Version of the episode record format. 1: the env's record alone (lines carry no version);
 #: 2: with ``group_id``, ``sampling``, ``weights_version`` and ``schema_version`` (what training needs:
@@ -45,6 +57,44 @@ def reason_name(reason: Any) -> str:
     One name per kind of reason, so counts and metric series do not split on the detail.
     """
     return str(reason).split(":", 1)[0]
+
+
+def storable(value: Any) -> Any:
+    """``value`` with every string in it (keys too) valid UTF-8 (:func:`~sparring.envs.tools.valid_text`).
+
+    Dicts, lists and tuples are walked; one is rebuilt only where something in it changed, so a
+    clean value comes back as the same object. Other values are returned as they are.
+    """
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, dict):
+        items = [(storable(k), storable(v)) for k, v in value.items()]
+        same = all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, value.items(), strict=True))
+        return value if same else dict(items)
+    if isinstance(value, list | tuple):
+        members = [storable(v) for v in value]
+        same = all(v is v0 for v, v0 in zip(members, value, strict=True))
+        if same:
+            return value
+        return members if isinstance(value, list) else tuple(members)
+    return value
+
+
+def json_line(record: Any) -> str:
+    """One JSON line of ``record`` that always encodes as UTF-8, whatever its strings held.
+
+    Strings go through :func:`storable`; bytes become text (invalid UTF-8 replaced) and any other
+    value JSON has no form for becomes its ``str``, so a record never fails to be written.
+    """
+    return json.dumps(storable(record), ensure_ascii=False, default=_json_fallback)
+
+
+def _json_fallback(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, set | frozenset):
+        return storable(sorted(value, key=str))
+    return valid_text(str(value))
 
 
 # --------------------------------------------------------------------------- records
@@ -159,6 +209,7 @@ class TextEnv(gym.Env[str, str]):
         """
         self.max_turns = int(max_turns)
         self.render_mode = render_mode
+        self._max_length = int(max_length)
         self.observation_space = UnicodeText(max_length)
         self.action_space = UnicodeText(max_length)
         self._tool_specs = {
@@ -245,10 +296,10 @@ class TextEnv(gym.Env[str, str]):
         self._done = False
         self._outcome = None
         self._outcome_reward = 0.0
-        obs = _with_budget(self._begin(task), self.max_turns)
+        obs = valid_text(_with_budget(self._begin(task), self.max_turns))
         self._transcript = [obs]
         info = self._info() | {"task": task, "tools": self.tools}
-        return obs, info
+        return obs, storable(info)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Parse and run the tool call in ``action``; see the module docstring for the forms.
@@ -260,11 +311,13 @@ class TextEnv(gym.Env[str, str]):
         if self._task is None or self._done:
             raise RuntimeError("step() called on a finished episode; call reset() first.")
         self._turn += 1
-        call = parse_tool_call(str(action), self._tool_specs)
+        action = valid_text(str(action))
+        call = parse_tool_call(action, self._tool_specs, max_chars=self._max_length)
         if isinstance(call, ToolCallError):
             obs = call.message
         else:
             obs = getattr(self, call.name)(**call.arguments)
+        obs = valid_text(obs)
         reward = self._turn_reward(call)
         terminated = self._done
         truncated = not terminated and self._turn >= self.max_turns
@@ -284,7 +337,7 @@ class TextEnv(gym.Env[str, str]):
             # The outcome reward travels with the outcome, so a trainer can tell it from turn rewards.
             info["outcome"] = self._outcome | {"reward": self._outcome_reward}
         self._transcript += [action, obs]
-        return obs, reward, terminated, truncated, info
+        return obs, reward, terminated, truncated, storable(info)
 
     def get_reward(self) -> float:
         """The outcome reward of the current episode (0 until it ends); for TRL reward functions."""

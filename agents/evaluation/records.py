@@ -25,6 +25,7 @@ from typing import Any
 from sparring import SparringError
 from sparring.agents.episodes import Episode
 from sparring.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
+from sparring.envs.core import json_line, storable
 
 __all__ = ["EvalInterrupted", "Instance", "RecordLog", "check_run", "episode_fields", "play"]
 
@@ -82,7 +83,7 @@ class RecordLog:
             with self.path.open("r+b") as fh:
                 fh.truncate(len(data))
         records = {}
-        for number, line in enumerate(data.decode("utf-8").splitlines(), 1):
+        for number, line in enumerate(data.decode("utf-8").split("\n"), 1):  # not splitlines: see read_jsonl
             if not line.strip():
                 continue
             try:
@@ -96,7 +97,7 @@ class RecordLog:
         """Add one record and make it durable before returning."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+            fh.write(json_line(record) + "\n")  # valid UTF-8 whatever the episode's strings held
             fh.flush()
             os.fsync(fh.fileno())
 
@@ -216,6 +217,7 @@ def play(
         instance = todo[index]
         record = {"id": instance.id, "group": instance.group, "kind": instance.kind}
         record |= episode_fields(episode) | record_of(instance, episode)
+        record = storable(record)  # kept for the report too, which is written as UTF-8 as well
         log.append(record)
         records[instance.id] = record
 

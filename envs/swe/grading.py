@@ -91,6 +91,9 @@ def snapshot(sandbox: Any, root: str = "/repo", left_out: list[str] | None = Non
 
     Read within the sandbox's read-back caps (``containers/readback.py``); what they kept out
     (huge, too many or too deep files) is absent, and said in sentences appended to ``left_out``.
+    A hard link is read as the regular file it is (the read-back archives each link with its own
+    contents); a symbolic link is no regular file, so it is absent: never followed, never carried,
+    and a file replaced by one reads as deleted.
     """
     from sparring.containers.readback import ReadCaps
 
