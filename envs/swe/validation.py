@@ -149,7 +149,8 @@ class ValidationResult:
         fail_to_pass: Tests that pass on the original code and fail with the bug in every run (the oracle).
         pass_to_pass: Tests that pass both before and with the bug.
         seconds: Wall time of the validation.
-        runs: Seconds of each test run, by state name (``rerun:N`` for check 8's runs).
+        runs: Seconds of each test run, by state name (``rerun:N`` for check 8's runs,
+            ``solver_tree`` for check 11's, ``graded:unchanged`` and ``graded:original`` for check 12's).
         notes: What validation left out without refusing the bug (tests that failed only by timeout).
         clean_seconds: How long grading's run of the original code took (check 12): it bounds
             grading's runs (:func:`~sparring.envs.swe.grading.grade_time_limit`); None when not reached.
