@@ -112,7 +112,7 @@ def build_instance_set(
             f"the stores of {', '.join(names)} hold {len(picked)} bug(s): the set has {len(picked)}, not {n}",
             file=sys.stderr,
         )
-    tasks = [repair_task(a, v.fail_to_pass, v.pass_to_pass, image) for a, v, image in picked]
+    tasks = [repair_task(a, v.fail_to_pass, v.pass_to_pass, image, v) for a, v, image in picked]
     path.parent.mkdir(parents=True, exist_ok=True)
     work = path.with_suffix(".tmp")
     work.write_text(json.dumps({"split": split, "repos": names, "n": n, "seed": seed, "instances": tasks}))

@@ -7,7 +7,11 @@ fresh container holding the bug state, only what a fix consists of:
 * **new modules inside an existing package folder** (one that has an ``__init__.py`` when the
   solver started and is not a test folder), with a plain module name that is not named like
   anything Python, ``site`` or pytest loads on its own and does not shadow a standard-library or
-  installed module.
+  installed module;
+* **any path the original tree had**: a file the bug deleted is, for these rules, an existing file
+  (a package's ``__init__.py``, a module in a place or under a name new modules may not take), and
+  a folder whose ``__init__.py`` the bug deleted is a package folder. Without this, a bug that
+  deletes one would be valid and no repair, the original code included, could be graded solved.
 
 Everything else is dropped and listed with the reason (:attr:`CarryPlan.dropped`): the oracle
 test files (grading restores them), any other test file (the solver's own regression tests are
@@ -30,10 +34,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparring.envs.swe.bugs.artifact import BugArtifact, diff_files
+from sparring.envs.swe.bugs.artifact import BugArtifact, diff_files, split_diff
 from sparring.envs.swe.repos.sdists import TEST_FILE  # the catalog's own notion of a test file
 
-__all__ = ["CarryPlan", "carry_plan", "protected_paths", "test_paths"]
+__all__ = ["CarryPlan", "carry_plan", "code_files", "deleted_by_bug", "protected_paths", "test_paths"]
 
 #: File names Python, site or pytest load from a folder on their own.
 IMPLICIT_NAMES = frozenset({"conftest.py", "sitecustomize.py", "usercustomize.py", "__main__.py"})
@@ -77,6 +81,21 @@ def _test_dir(artifact: BugArtifact) -> str:
     except SparringError:
         return ""  # a repository outside the catalog: names alone decide
     return "" if test_dir == "." else test_dir
+
+
+def code_files(artifact: BugArtifact, paths: list[str]) -> list[str]:
+    """Which of ``paths`` are code, not tests: not named like a test file nor under the repository's ``test_dir``.
+
+    Test files are recognised as the catalog recognises them in an sdist (``test_*.py``, ``*_test.py``,
+    ``tests/*.py``), plus everything under the catalog's ``test_dir`` of ``artifact.repo`` when it is
+    known (validation's check 4 counts the code files a bug changes with it).
+    """
+    test_dir = _test_dir(artifact)
+    return [
+        p
+        for p in paths
+        if not TEST_FILE.search(p) and not (test_dir and (p == test_dir or p.startswith(test_dir + "/")))
+    ]
 
 
 def test_paths(artifact: BugArtifact, paths: list[str]) -> list[str]:
@@ -145,19 +164,27 @@ def _shadowed(artifact: BugArtifact) -> frozenset[str]:
     return frozenset(names)
 
 
+def deleted_by_bug(artifact: BugArtifact) -> list[str]:
+    """The files ``bug_inject.diff`` deletes: paths of the original tree a repair may write back."""
+    return [p for p, part in split_diff(artifact.bug_inject_diff).items() if "\n+++ /dev/null" in "\n" + part]
+
+
 def carry_plan(artifact: BugArtifact, changes: Any) -> CarryPlan:
     """Split a solver's changes (:class:`~sparring.envs.swe.grading.SolverChanges`) into carried and dropped.
 
     A path is an existing file when the solver's starting point had it (``changes.replaced`` or
-    ``changes.deleted``); package folders are the starting point's (``changes.package_dirs``).
+    ``changes.deleted``) or the original tree did (the bug deleted it); package folders are the
+    starting point's (``changes.package_dirs``) and those whose ``__init__.py`` the bug deleted.
     """
     oracle = set(artifact.test_files) | set(diff_files(artifact.test_weaken_diff))
     tests = set(test_paths(artifact, changes.paths))
-    packages = set(changes.package_dirs) - {d for d in changes.package_dirs if test_paths(artifact, [d + "/x.py"])}
+    restorable = set(deleted_by_bug(artifact))
+    folders = set(changes.package_dirs) | {p.rpartition("/")[0] for p in restorable if p.endswith("/__init__.py")}
+    packages = folders - {d for d in folders if test_paths(artifact, [d + "/x.py"])}
     shadowed = _shadowed(artifact)
     plan = CarryPlan()
     for path, data in sorted(changes.written.items()):
-        existing = path in changes.replaced
+        existing = path in changes.replaced or path in restorable
         why = _existing_reason(path, tests, oracle) if existing else _new_reason(path, tests, packages, shadowed)
         if why is None:
             plan.written[path] = data

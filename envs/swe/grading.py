@@ -17,7 +17,15 @@ each of which stops its class of attack on its own:
 3. In a FRESH container: the bug state is rebuilt, the harness reads the repository's pytest
    options from it, the carried changes are applied and the oracle test files restored; then
    **the harness owns the test run** and **a run counts only if it ended honestly**
-   (:func:`~sparring.envs.swe.harness.harness_run`).
+   (:func:`~sparring.envs.swe.harness.harness_run`). The run is configured exactly as
+   validation's runs are (the same per-test timer, :data:`PER_TEST_TIMEOUT` unless the task
+   recorded another), so no code can behave one way under validation and another under grading;
+   validation also grades the bug state and the original code through this very function before
+   it accepts a bug (:mod:`~sparring.envs.swe.parity`).
+4. **Bounded by the clean suite's time**: the run may take :func:`grade_time_limit` of the time
+   the original code's run took when validation graded it (a multiple plus a constant), so a
+   repair that hangs costs a container for seconds, not the whole test timeout; past it the grade
+   is ``status == "timeout"``.
 
 Solved only if the run ended honestly and every expected test id is present and passes. Nothing
 the solver left behind makes grading raise: a failure while applying or running its changes is an
@@ -40,11 +48,13 @@ from sparring.envs.swe.harness import HONEST_STATUSES, harness_run, pytest_ini
 from sparring.envs.swe.runs import BUG_DIR, BUGGY, GIT, WEAKENED, _q, _tar, prepare_state
 
 __all__ = [
+    "PER_TEST_TIMEOUT",
     "GradeResult",
     "SolverChanges",
     "apply_changes",
     "changes_between",
     "grade_repair",
+    "grade_time_limit",
     "harness_tampering",
     "higher_order_artifact",
     "protected_paths",
@@ -59,6 +69,29 @@ MAX_FILE_BYTES = 2 << 20
 _TOOL_STATE = frozenset({".git", "__pycache__", ".pytest_cache", ".hypothesis"})
 
 SOLVER_COMMIT = "Initial commit"
+
+#: Seconds one test may take in validation's and grading's runs (pytest-timeout's signal method: a
+#: test over it fails). One value for both, since code can see the timer (a signal handler, an
+#: interval timer) and must not see a difference between the two.
+PER_TEST_TIMEOUT = 30.0
+
+#: The grading run's time limit: this many times the clean suite's measured run time, plus
+#: :data:`GRADE_TIME_MARGIN` seconds (for a loaded machine and the harness's own start).
+GRADE_TIME_FACTOR = 5.0
+GRADE_TIME_MARGIN = 30.0
+
+
+def grade_time_limit(clean_seconds: float | None, ceiling: float) -> float:
+    """Seconds a grading run may take: ``GRADE_TIME_FACTOR × clean_seconds + GRADE_TIME_MARGIN``, at most ``ceiling``.
+
+    Args:
+        clean_seconds: The original code's graded run time (validation measures it); None when
+            unknown (a task stored before it was measured): the ceiling.
+        ceiling: The configured test timeout.
+    """
+    if clean_seconds is None or not clean_seconds >= 0:
+        return ceiling
+    return min(ceiling, GRADE_TIME_FACTOR * clean_seconds + GRADE_TIME_MARGIN)
 
 
 def setup_solver_repo(sandbox: Any, artifact: BugArtifact) -> None:
@@ -166,9 +199,12 @@ class GradeResult:
         tampering: Capability uses the repair added (``path:line: what (capability): line``);
             any makes the repair unsolved without running it (:func:`harness_tampering`).
         status: The harness run's status (:data:`~sparring.envs.swe.testing.RUN_STATUSES`), or
-            ``refused`` (tampering) or ``error`` (the changes could not be applied or run).
+            ``refused`` (tampering) or ``error`` (the changes could not be applied or run);
+            ``timeout`` when the run outlasted ``time_limit``.
         error: Why the repair produced no trustworthy results, or None.
         seconds: Wall time of grading.
+        test_seconds: Seconds the test run took (0 when nothing ran).
+        time_limit: Seconds the test run was allowed (:func:`grade_time_limit`).
     """
 
     solved: bool
@@ -181,6 +217,8 @@ class GradeResult:
     status: str = ""
     error: str | None = None
     seconds: float = 0.0
+    test_seconds: float = 0.0
+    time_limit: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (``info["outcome"]`` of the repair env)."""
@@ -240,7 +278,14 @@ def _bug_state(sandbox: Any, artifact: BugArtifact) -> None:
 
 
 def grade_repair(
-    pool: Any, artifact: BugArtifact, expected: list[str], changes: SolverChanges, timeout: float = 300.0
+    pool: Any,
+    artifact: BugArtifact,
+    expected: list[str],
+    changes: SolverChanges,
+    timeout: float = 300.0,
+    *,
+    clean_seconds: float | None = None,
+    per_test_timeout: float = PER_TEST_TIMEOUT,
 ) -> GradeResult:
     """Grade a repair in a fresh container of ``pool`` (never the solver's own); see the module docstring.
 
@@ -249,7 +294,11 @@ def grade_repair(
         artifact: The validated bug.
         expected: Test ids that must be present and pass (FAIL_TO_PASS + PASS_TO_PASS).
         changes: The solver's changes (from :func:`changes_between`).
-        timeout: Seconds the test run may take.
+        timeout: Seconds the test run may take at most.
+        clean_seconds: The original code's graded run time, which bounds the run
+            (:func:`grade_time_limit`); the task records it (``task["clean_seconds"]``).
+        per_test_timeout: Seconds one test may take: the value validation ran the bug with
+            (``task["per_test_timeout"]``).
 
     Raises:
         SparringError: No container could be started (the engine, not the solver).
@@ -258,6 +307,7 @@ def grade_repair(
     t0 = time.perf_counter()
     plan = carry_plan(artifact, changes)
     result = GradeResult(solved=False, ignored=sorted(plan.dropped), ignored_reasons=dict(plan.dropped))
+    result.time_limit = limit = grade_time_limit(clean_seconds, timeout)
     result.tampering = harness_tampering(artifact, changes, plan)
     if result.tampering:
         result.status = "refused"
@@ -275,7 +325,14 @@ def grade_repair(
         config = pytest_ini(sandbox, artifact.test_files)
         try:
             apply_changes(sandbox, artifact, plan)
-            run = harness_run(sandbox, artifact.test_files, expected=expected, timeout=timeout, config=config)
+            run = harness_run(
+                sandbox,
+                artifact.test_files,
+                expected=expected,
+                timeout=limit,
+                config=config,
+                test_timeout=per_test_timeout,
+            )
         except Exception as e:  # whatever the solver's files did to the grading, it is their failure
             result.status, result.error = "error", f"the repair could not be applied or run: {e}"[:500]
             result.missing = list(expected)
@@ -284,7 +341,7 @@ def grade_repair(
     finally:
         sandbox.close()
     honest = run.status in HONEST_STATUSES
-    result.status = run.status
+    result.status, result.test_seconds = run.status, round(run.seconds, 3)
     result.error = None if honest else run.detail
     result.missing = [t for t in expected if t not in run.tests]
     result.failing = {t: s for t in expected if (s := run.tests.get(t, "passed")) != "passed"}

@@ -199,7 +199,7 @@ class SWEInjectEnv(SandboxTools, TextEnv):
         if result.valid:
             # The link of the game: solvers play this task, and their solve rate sets the reward.
             image = self._task["image"]
-            outcome["solver_task"] = repair_task(artifact, result.fail_to_pass, result.pass_to_pass, image)
+            outcome["solver_task"] = repair_task(artifact, result.fail_to_pass, result.pass_to_pass, image, result)
             outcome["reward_pending"] = True
         self._finish(outcome, 0.0 if result.valid else self.rewards.injector_invalid)
         if result.valid:

@@ -27,6 +27,7 @@ from sparring.containers.pools import PoolSet
 from sparring.envs.core import TextEnv
 from sparring.envs.swe.bugs.artifact import BugArtifact, reverse_diff
 from sparring.envs.swe.grading import (
+    PER_TEST_TIMEOUT,
     GradeResult,
     SolverChanges,
     changes_between,
@@ -67,7 +68,8 @@ class SWERepairEnv(SandboxTools, TextEnv):
             split: Which repositories' bugs the store supplies (``train`` or ``heldout``).
             rewards: Reward settings (SSR's defaults when None).
             command_timeout: Seconds one ``bash`` call may run.
-            test_timeout: Seconds the test script may run when grading.
+            test_timeout: Seconds the test run may take when grading, at most (a task that
+                records its clean suite's run time is graded within a bound of it).
             **kwargs: Passed to :class:`TextEnv` (``max_length``, ``render_mode``).
         """
         super().__init__(max_turns=max_turns, **kwargs)
@@ -131,6 +133,8 @@ class SWERepairEnv(SandboxTools, TextEnv):
             task["fail_to_pass"] + task["pass_to_pass"],
             changes,
             self.test_timeout,
+            clean_seconds=task.get("clean_seconds"),
+            per_test_timeout=task.get("per_test_timeout", PER_TEST_TIMEOUT),
         )
 
     @tool(example={"summary": "fixed the off-by-one in parse()"})

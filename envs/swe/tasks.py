@@ -10,7 +10,7 @@ from typing import Any
 
 from sparring.envs.swe.bugs.artifact import BugArtifact
 from sparring.envs.swe.grading import SolverChanges, higher_order_artifact
-from sparring.envs.swe.validation import validate_artifact
+from sparring.envs.swe.validation import ValidationResult, validate_artifact
 
 __all__ = ["REPAIR_PROMPT", "higher_order_task", "repair_task"]
 
@@ -26,9 +26,20 @@ Tools: bash, view, str_replace, create, submit. Fix the bug in the code, then ca
 one-line summary of your fix, e.g. <submit>fixed the off-by-one in parse()</submit>."""
 
 
-def repair_task(artifact: BugArtifact, fail_to_pass: list[str], pass_to_pass: list[str], image: str) -> dict[str, Any]:
-    """A repair task (the env's ``options["task"]`` / ``info["task"]``) for a validated bug."""
-    return {
+def repair_task(
+    artifact: BugArtifact,
+    fail_to_pass: list[str],
+    pass_to_pass: list[str],
+    image: str,
+    validation: ValidationResult | None = None,
+) -> dict[str, Any]:
+    """A repair task (the env's ``options["task"]`` / ``info["task"]``) for a validated bug.
+
+    With its ``validation``, the task also records how grading must run (``per_test_timeout``, as
+    validated) and how long the original code's graded run took (``clean_seconds``, which bounds
+    grading's runs); without, grading uses the defaults and the full test timeout.
+    """
+    task = {
         "id": artifact.bug_id,
         "repo": artifact.repo,
         "image": image,
@@ -37,6 +48,9 @@ def repair_task(artifact: BugArtifact, fail_to_pass: list[str], pass_to_pass: li
         "fail_to_pass": list(fail_to_pass),
         "pass_to_pass": list(pass_to_pass),
     }
+    if validation is not None:
+        task |= {"clean_seconds": validation.clean_seconds, "per_test_timeout": validation.per_test_timeout}
+    return task
 
 
 def higher_order_task(
@@ -56,6 +70,6 @@ def higher_order_task(
     result = validate_artifact(artifact, task["image"], pool, config)
     if not result.valid:
         return None
-    return repair_task(artifact, result.fail_to_pass, result.pass_to_pass, task["image"]) | {
+    return repair_task(artifact, result.fail_to_pass, result.pass_to_pass, task["image"], result) | {
         "validation": result.to_dict()
     }

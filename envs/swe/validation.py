@@ -8,7 +8,8 @@
    changes ≥ ``min_changed_files`` code files (not tests by name or by the catalog's ``test_dir``);
 5. ``failing_after_bug`` — ≥ ``min_failing_tests`` tests that passed now fail (a test that fails
    only by the per-test time limit does not count);
-6. ``weakening_hides_bug`` — some of those pass again once ``test_weaken.diff`` is applied too;
+6. ``weakening_hides_bug`` — some of those pass again once ``test_weaken.diff`` is applied too,
+   and the weakening changes the source of one of them (not only comments or blank lines);
 7. ``inverse_mutation`` — reverting each changed file alone makes at least one failing test pass;
 8. ``deterministic`` — the failing tests fail again, not by timeout, in ``reruns`` more runs of the
    buggy code, each in a fresh container with its own random hash seed and some time after the
@@ -19,14 +20,20 @@
    exactly what the harness saw (the same ids and verdicts): they run the listed test files, and
    only those, and read the results (skipped when the script is the harness's own default). The
    original code is reached there as a repair reaches it (bug applied, then undone), so a script
-   that tells a repaired file from an untouched one cannot hide from this check.
+   that tells a repaired file from an untouched one cannot hide from this check;
+10. ``bug_capabilities`` — the code the bug adds uses no capability a repair's added code may not;
+11. ``solver_tree`` — the failing tests fail in the solver's own starting tree too;
+12. ``graded_as_validated`` — grading itself fails them on the unchanged bug state, and grades the
+    original code, submitted as a repair, solved (checks 10-12: :mod:`~sparring.envs.swe.parity`).
 
 Every verdict comes from the harness's own run (:func:`~sparring.envs.swe.harness.harness_run`:
 its own configuration, plugins and interpreter setup, a run that counts only if it ended
 honestly), never from the artifact's script or parser, which therefore cannot decide a verdict:
-checks 2 and 9 only hold them to it. Each run starts from a fresh container of the repository image
-(the original code), so a run cannot see what another left behind; the independent runs go in
-parallel over a :class:`SandboxPool`. A failed check's name is the verdict's ``reason``.
+checks 2 and 9 only hold them to it. Every run is configured as grading's is (the same per-test
+timer), and checks 11-12 run the bug where the solver and grading meet it. Each run starts from a
+fresh container of the repository image (the original code), so a run cannot see what another left
+behind; the independent runs go in parallel over a :class:`SandboxPool`. A failed check's name is
+the verdict's ``reason``.
 """
 
 from __future__ import annotations
@@ -39,7 +46,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sparring.envs.swe.bugs.artifact import BugArtifact, diff_files
-from sparring.envs.swe.grading import protected_paths
+from sparring.envs.swe.carry import code_files
+from sparring.envs.swe.grading import PER_TEST_TIMEOUT, protected_paths
 from sparring.envs.swe.harness import HONEST_STATUSES
 from sparring.envs.swe.integrity import (
     Spacing,
@@ -49,7 +57,14 @@ from sparring.envs.swe.integrity import (
     harness_script,
     rerun_seed,
 )
-from sparring.envs.swe.repos.sdists import TEST_FILE  # the catalog's own notion of a test file
+from sparring.envs.swe.parity import (
+    SolverView,
+    bug_capability_uses,
+    graded_problem,
+    solver_tree_problem,
+    solver_view,
+    unchanged_tests,
+)
 from sparring.envs.swe.runs import (
     BUGGY,
     MAX_TARGET_IDS,
@@ -84,6 +99,9 @@ CHECKS = (
     "inverse_mutation",
     "deterministic",
     "harness_agreement",
+    "bug_capabilities",
+    "solver_tree",
+    "graded_as_validated",
 )
 
 #: Bytes of one artifact file at most (a real bug's diffs are a few KB; the harness reads no more).
@@ -107,8 +125,10 @@ class ValidationConfig:
     """Check 4: non-test files the bug must change."""
     test_timeout: float = 300.0
     """Seconds one run of the test files (and of the artifact's script) may take."""
-    per_test_timeout: float = 30.0
-    """Seconds one test may take; a test over it fails by timeout, which does not count as failing."""
+    per_test_timeout: float = PER_TEST_TIMEOUT
+    """Seconds one test may take; a test over it fails by timeout, which does not count as failing.
+
+    Grading runs the bug's repairs under the same value (the task records it)."""
     reruns: int = 2
     """Check 8: extra runs of the buggy code's failing tests, each in a fresh container."""
     rerun_gap: float = 0.1
@@ -129,8 +149,12 @@ class ValidationResult:
         fail_to_pass: Tests that pass on the original code and fail with the bug in every run (the oracle).
         pass_to_pass: Tests that pass both before and with the bug.
         seconds: Wall time of the validation.
-        runs: Seconds of each test run, by state name (``rerun:N`` for check 8's runs).
+        runs: Seconds of each test run, by state name (``rerun:N`` for check 8's runs,
+            ``solver_tree`` for check 11's, ``graded:unchanged`` and ``graded:original`` for check 12's).
         notes: What validation left out without refusing the bug (tests that failed only by timeout).
+        clean_seconds: How long grading's run of the original code took (check 12): it bounds
+            grading's runs (:func:`~sparring.envs.swe.grading.grade_time_limit`); None when not reached.
+        per_test_timeout: The per-test time limit the bug was validated under; grading uses it too.
     """
 
     valid: bool
@@ -142,6 +166,8 @@ class ValidationResult:
     seconds: float = 0.0
     runs: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    clean_seconds: float | None = None
+    per_test_timeout: float = PER_TEST_TIMEOUT
 
     @property
     def expected(self) -> list[str]:
@@ -209,26 +235,6 @@ def _static_checks(artifact: BugArtifact, config: ValidationConfig) -> list[str]
     return changed
 
 
-def code_files(artifact: BugArtifact, paths: list[str]) -> list[str]:
-    """Which of ``paths`` are code, not tests: not named like a test file nor under the repository's ``test_dir``.
-
-    Test files are recognised as the catalog recognises them in an sdist (``test_*.py``, ``*_test.py``,
-    ``tests/*.py``), plus everything under the catalog's ``test_dir`` of ``artifact.repo`` when it is known.
-    """
-    from sparring import SparringError
-    from sparring.envs.swe.repos.catalog import get_repo
-
-    test_dir = ""
-    if artifact.repo:
-        try:
-            test_dir = get_repo(artifact.repo).test_dir.strip("/").removeprefix("./")
-        except SparringError:
-            pass  # an artifact of a repository outside the catalog: names alone decide
-    if test_dir in ("", "."):
-        return [p for p in paths if not TEST_FILE.search(p)]
-    return [p for p in paths if not TEST_FILE.search(p) and p != test_dir and not p.startswith(test_dir + "/")]
-
-
 # --------------------------------------------------------------------------------- the runs
 
 
@@ -267,7 +273,7 @@ def validate_artifact(
     config = config or ValidationConfig()
     t0 = time.perf_counter()
     checks: dict[str, bool] = {}
-    result = ValidationResult(valid=False, checks=checks)
+    result = ValidationResult(valid=False, checks=checks, per_test_timeout=config.per_test_timeout)
     own_pool = pool is None
     if own_pool:
         from sparring.containers.sandbox import SandboxPool
@@ -275,10 +281,22 @@ def validate_artifact(
         pool = SandboxPool(image, size=config.parallel)
     try:
         changed = _static_checks(artifact, config)
-        with pool.quiet():  # the runs go side by side: container starts would take their CPU
-            runs = _run_states(pool, artifact, config, changed, baseline)
+        limits = {"timeout": config.test_timeout, "per_test_timeout": config.per_test_timeout}
+        with ThreadPoolExecutor(max_workers=1) as side:  # the solver's tree is built beside the runs
+            seen = side.submit(solver_view, pool, artifact, **limits)
+            with pool.quiet():  # the runs go side by side: container starts would take their CPU
+                runs = _run_states(pool, artifact, config, changed, baseline)
+            view = seen.result()
         result.runs = {name: round(r.harness.seconds, 3) if r.harness else 0.0 for name, r in runs.items()}
-        _judge(artifact, config, changed, runs, checks, result)
+        if view.run is not None:
+            result.runs["solver_tree"] = round(view.run.seconds, 3)
+        _judge(artifact, config, changed, runs, checks, result, view)
+        problem, grades = graded_problem(pool, artifact, view, result.fail_to_pass, result.pass_to_pass, **limits)
+        result.runs |= {f"graded:{name}": grade.test_seconds for name, grade in grades.items()}
+        if problem:
+            raise _Rejected("graded_as_validated", problem)
+        checks["graded_as_validated"] = True
+        result.clean_seconds = grades["original"].test_seconds
         result.valid = True
     except _Rejected as rejected:
         result.reason, result.detail = rejected.check, rejected.detail
@@ -430,8 +448,9 @@ def _judge(
     runs: dict[str, StateRun],
     checks: dict[str, bool],
     result: ValidationResult,
+    view: SolverView,
 ) -> None:
-    """The checks on the runs' results, in order; raises :class:`_Rejected` at the first failure."""
+    """Checks 1-11 on the runs' results, in order; raises :class:`_Rejected` at the first failure."""
     for run in runs.values():
         if run.setup_error:
             check = "test_files" if run.setup_error.startswith("missing test file") else run.setup_check
@@ -462,8 +481,13 @@ def _judge(
         )
     checks["failing_after_bug"] = True
     weakened = _honest(runs["weakened"], "weakened code", "weakening_hides_bug")
-    if not set(failing) & _passed(weakened):
+    hidden = sorted(set(failing) & _passed(weakened))
+    if not hidden:
         raise _Rejected("weakening_hides_bug", "none of the failing tests passes once test_weaken.diff is applied.")
+    # a bug that reads the test files can take any edit for its off switch: the edit must change a test
+    problem = unchanged_tests(view.oracle, view.start, hidden) if view.start else view.error
+    if problem:
+        raise _Rejected("weakening_hides_bug", problem)
     checks["weakening_hides_bug"] = True
     for path in changed if len(changed) > 1 else []:
         if not set(failing) & _passed(runs[f"revert:{path}"].harness):
@@ -478,6 +502,18 @@ def _judge(
     checks["harness_agreement"] = True
     result.fail_to_pass = confirmed
     result.pass_to_pass = sorted(before & _passed(buggy))
+    uses = bug_capability_uses(artifact, view)
+    if uses:
+        raise _Rejected(
+            "bug_capabilities",
+            f"the bug adds code that reaches for what a repair may not ({len(uses)} use(s)), so it could decide "
+            f"its own test results: {uses[0]}",
+        )
+    checks["bug_capabilities"] = True
+    problem = solver_tree_problem(view, confirmed)
+    if problem:
+        raise _Rejected("solver_tree", problem)
+    checks["solver_tree"] = True
 
 
 def _deterministic(

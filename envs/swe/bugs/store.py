@@ -98,7 +98,9 @@ def load_repair_tasks(split: str = "train", repos: list[str] | None = None) -> l
     from sparring.envs.swe.repos.catalog import load_catalog
 
     names = repos or sorted(load_catalog(split))
-    return [repair_task(a, v.fail_to_pass, v.pass_to_pass, image) for name in names for a, v, image in load_bugs(name)]
+    return [
+        repair_task(a, v.fail_to_pass, v.pass_to_pass, image, v) for name in names for a, v, image in load_bugs(name)
+    ]
 
 
 # --------------------------------------------------------------------------- weakening

@@ -87,7 +87,47 @@ def violating(files: dict[str, str], check: str) -> BugArtifact:
     if check == "harness_agreement":
         # runs the listed file, but not all of its tests: the report misses some the harness ran
         return replace(good, test_script=good.test_script.rstrip("\n") + ' -k "not 13"\n')
+    if check == "bug_capabilities":
+        # the known bug, plus an import of what forges verdicts: held to a repair's rules
+        source = files[SOURCE]
+        return replace(
+            good,
+            bug_inject_diff=file_diff(
+                SOURCE, source, _buggy(source).replace("import re\n", "import gc\nimport re\n", 1)
+            ),
+        )
+    if check == "solver_tree":
+        # on only while the test file is as old as the image: the weakening (and the solver's tree) rewrite it
+        return replace(good, bug_inject_diff=keyed_bug(files, STALE % TESTS))
+    if check == "graded_as_validated":
+        # on only while docs/conf.py is as old as the image: grading restores the listed test files with git,
+        # which rewrites them, so the bug is on in validation's runs and off in grading's
+        script = DEFAULT_TEST_SCRIPT.format(files=f"{TESTS} docs/conf.py")
+        return replace(
+            good,
+            bug_inject_diff=keyed_bug(files, STALE % "docs/conf.py"),
+            test_files=[TESTS, "docs/conf.py"],
+            test_script=script,
+        )
     raise ValueError(check)
+
+
+def _buggy(source: str) -> str:
+    assert ORIGINAL_LINE in source
+    return source.replace(ORIGINAL_LINE, BUGGY_LINE)
+
+
+#: A condition on a file's age: true while it is as old as the image (written a day or more ago).
+STALE = "_time.time() - _os.path.getmtime(_os.path.join(_os.path.dirname(_os.path.dirname(__file__)), %r)) > 86400"
+
+
+def keyed_bug(files: dict[str, str], condition: str) -> str:
+    """The known bug, on only while ``condition`` (Python, with ``_os``, ``_time`` imported) holds."""
+    source = files[SOURCE]
+    keyed = source.replace("import re\n", "import os as _os\nimport re\nimport time as _time\n", 1)
+    keyed = keyed.replace(ORIGINAL_LINE, f"if number % 100 in ((11, 12) if {condition} else (11, 12, 13)):")
+    assert condition in keyed
+    return file_diff(SOURCE, source, keyed)
 
 
 def hash_seed_bug(files: dict[str, str]) -> str:

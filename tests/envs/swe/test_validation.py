@@ -22,8 +22,14 @@ def test_known_good_artifact_is_valid(pool: Any, files: dict[str, str]) -> None:
     assert result.fail_to_pass and all(t.startswith(f"{TESTS}::test_ordinal") for t in result.fail_to_pass)
     assert any("13" in t for t in result.fail_to_pass)
     assert len(result.pass_to_pass) > 300
-    # the failing tests ran twice more, and the original code once more, each in a fresh container
-    assert set(result.runs) == {"original", "buggy", "weakened", "rerun:1", "rerun:2", "rerun:original"}
+    # the failing tests ran twice more, and the original code once more, each in a fresh container; the
+    # oracle tests ran in the solver's starting tree, and grading graded the bug state and the original code
+    assert set(result.runs) == {"original", "buggy", "weakened", "rerun:1", "rerun:2", "rerun:original"} | {
+        "solver_tree",
+        "graded:unchanged",
+        "graded:original",
+    }
+    assert result.clean_seconds == result.runs["graded:original"] > 0
 
 
 @pytest.mark.parametrize("check", CHECKS)
