@@ -1,7 +1,7 @@
 """Scripted agents that play each role well enough to teach it: the warm start's demonstrators.
 
 They act only through the env's tools, like a model would, so the runner records their episodes
-in the same format and the trainer learns from the successful ones (DESIGN §5, warm start):
+in the same format and the trainer learns from the successful ones (the warm start: docs/training.md):
 
 * :class:`DefinitionSearchAgent` (search solver): search the quoted definition when the question
   has one (else the whole question), answer the first result's title;

@@ -1,4 +1,4 @@
-"""The env contract shared by every Sparring environment (DESIGN §3.1), and its records.
+"""The env contract shared by every Sparring environment, and its records.
 
 Every env is a ``gymnasium.Env[str, str]``: the action is the model's raw text for one turn, the
 env parses the tool call in it (:mod:`sparring.envs.tools`), runs the tool and answers with the

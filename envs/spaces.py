@@ -1,4 +1,4 @@
-"""The text space of every Sparring env: any Unicode string up to a length (DESIGN §3.1)."""
+"""The text space of every Sparring env: any Unicode string up to a length."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Credit assignment: outcome, turn and token advantages with group baselines (DESIGN.md §5).
+"""Credit assignment: outcome, turn and token advantages with group baselines (docs/training.md, "Formulas").
 
 Each episode e has a group g (built by :func:`group_key`, so it always names the episode's domain
 and role: baselines never mix them), an outcome reward R_e and turn rewards r_{e,t}.

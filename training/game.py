@@ -1,6 +1,6 @@
 """The self-play game: one iteration of proposers, validation, solver groups and rewards, per domain.
 
-Per game and iteration (DESIGN §5, the trainer issue):
+Per game and iteration (docs/training.md, "Formulas", has the rewards and advantages):
 
 1. proposer episodes (``SearchPropose-v0`` / ``SWEInject-v0``) — the env validates each proposal;
 2. the solver tasks: every valid proposal's task, holes left by invalid ones filled from a replay

@@ -1,4 +1,4 @@
-"""Policy loss: PPO-clip with an asymmetric clip, truncated importance weights, k3 KL (DESIGN.md §5).
+"""Policy loss: PPO-clip with an asymmetric clip, truncated importance weights, k3 KL (docs/training.md, "Formulas").
 
 For every action token i (padded ``[B, T]`` tensors, ``mask`` marks action tokens):
 

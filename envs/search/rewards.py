@@ -1,4 +1,4 @@
-"""Rewards of the search game (defaults from Search Self-Play, DESIGN §3.4).
+"""Rewards of the search game (defaults from Search Self-Play, arXiv 2510.18821).
 
 The solver earns 1 for a correct answer and 0 otherwise (exact match after normalisation, or
 token F1 when configured). The proposer earns ``1 − solve rate`` for a valid question and 0 for

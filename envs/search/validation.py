@@ -1,4 +1,4 @@
-"""RAG validation of proposed questions (Search Self-Play, DESIGN §3.4).
+"""RAG validation of proposed questions (Search Self-Play, arXiv 2510.18821).
 
 A question that passed the rule filters is valid only if the solver role, given every document
 the proposer retrieved plus a few noisy documents and *no* search tool, answers the seed answer or

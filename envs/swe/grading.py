@@ -1,4 +1,4 @@
-"""The solver's repository and the grading of a repair (DESIGN §3.3; the threat model is in docs/swe.md).
+"""The solver's repository and the grading of a repair (the threat model is in docs/swe.md).
 
 :func:`setup_solver_repo` turns a fresh container of the repository image into the solver's
 starting point: original + bug + weakening, ``.git`` removed and one fresh commit, bytecode and

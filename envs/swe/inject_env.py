@@ -1,4 +1,4 @@
-"""``sparring/SWEInject-v0``: the injector writes a bug artifact (DESIGN §3.2-3.3).
+"""``sparring/SWEInject-v0``: the injector writes a bug artifact (docs/swe.md).
 
 At reset the env takes a fresh container of a repository image: the clean repository at /repo
 with its git history (one commit per release). The prompt asks for one injection strategy,

@@ -1,4 +1,4 @@
-"""``sparring/SWERepair-v0``: the solver repairs a validated bug (DESIGN §3.2-3.3).
+"""``sparring/SWERepair-v0``: the solver repairs a validated bug (docs/swe.md).
 
 At reset the env takes a fresh container of the bug's repository image and turns it into the
 solver's repository (original + bug + weakened tests, one fresh commit, no history). The prompt

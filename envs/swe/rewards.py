@@ -1,4 +1,4 @@
-"""Rewards of the SWE game (defaults from Self-play SWE-RL, DESIGN §3.3).
+"""Rewards of the SWE game (defaults from Self-play SWE-RL, arXiv 2512.18552).
 
 The solver earns ``+1`` when its repair is graded solved and ``−1`` otherwise. The injector's
 reward needs the solvers' results, so the inject env ends with the validation verdict only and

@@ -1,4 +1,4 @@
-"""Validation of a bug artifact: the seven checks of Self-play SWE-RL (DESIGN §3.3), and two of ours.
+"""Validation of a bug artifact: the seven checks of Self-play SWE-RL, and two of ours.
 
 1. ``test_files`` — the test files exist, are plain paths inside the repository, and cover every
    file ``test_weaken.diff`` touches;

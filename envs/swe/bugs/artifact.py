@@ -1,4 +1,4 @@
-"""The bug artifact an injector submits (DESIGN §3.3, after Self-play SWE-RL).
+"""The bug artifact an injector submits (after Self-play SWE-RL; docs/swe.md).
 
 Five files, as in SSR:
 

@@ -1,4 +1,4 @@
-"""Procedural bug injection: AST mutation operators over Python source (DESIGN §3.3).
+"""Procedural bug injection: AST mutation operators over Python source (docs/swe.md).
 
 Each operator finds the places in a file where it applies and rewrites only the source text of
 that node (not the whole file through ``ast.unparse``), so the resulting ``bug_inject.diff`` is a

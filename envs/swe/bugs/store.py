@@ -1,4 +1,4 @@
-"""Stores of validated bugs per repository, and procedural bug generation (DESIGN §3.3).
+"""Stores of validated bugs per repository, and procedural bug generation (docs/swe.md).
 
 A store is a folder per repository under ``sparring_home()/bugs/<repo>/``; each bug is a folder
 with the five artifact files, ``artifact.json`` and ``validation.json``. :func:`generate_bugs`
