@@ -53,7 +53,8 @@ from sparring.training.outcomes import (
 )
 from sparring.training.replay import ReplayBuffer
 
-__all__ = ["GAMES", "Game", "IterationResult", "ReplayBuffer", "Role", "Rollout", "end_reason", "play_iteration"]
+__all__ = ["GAMES", "Game", "IterationResult", "ReplayBuffer", "Role", "Rollout", "end_reason", "play_iteration",
+           "solved"]  # fmt: skip
 
 
 @dataclass
@@ -329,6 +330,12 @@ GAMES: dict[str, Game] = {
         draws_tasks=lambda config: config.swe_tasks in ("procedural", "mix"),
     ),
 }
+
+
+def solved(episode: Episode) -> bool:
+    """Whether a solver episode succeeded: the env's verdict (no error, not cut short by the runner)."""
+    game = GAMES.get(episode.domain)
+    return episode.error is None and not cut_by_runner(episode) and game is not None and game.solved(episode.outcome)
 
 
 # ------------------------------------------------------------------------------- an iteration

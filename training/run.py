@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sparring import SparringError
-from sparring.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from sparring.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, start_checkpoint
 from sparring.training.config import TrainConfig
 from sparring.training.demos import demonstrations
 from sparring.training.game import GAMES
@@ -125,7 +125,9 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
         save_checkpoint(trainer)
         release()
     trainer.warm_started = True
-    trainer.freeze_reference()
+    if config.kl_coef > 0 and trainer.iteration == 0 and start_checkpoint(out) is None:
+        save_checkpoint(trainer)  # the policy at the start of self-play: the KL reference of a resumed run too
+    trainer.freeze_reference(start_checkpoint(out))
     progress = Progress(
         TextColumn("[bold]iteration"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console,
         disable=not main,
