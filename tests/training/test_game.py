@@ -13,7 +13,7 @@ import pytest
 from sparring.agents import ReplayAgent
 from sparring.agents.demonstrators import DefinitionProposerAgent, DefinitionSearchAgent
 from sparring.agents.runner import EpisodeSpec
-from sparring.envs.swe.rewards import injector_reward
+from sparring.envs.swe.rewards import SWERewards, injector_reward
 from sparring.training.config import load_config
 from sparring.training.game import GAMES, ReplayBuffer, play_iteration
 from tests.envs.swe.bugs import BUGGY_LINE, ORIGINAL_LINE, REPO, SOURCE, files, good_artifact, pool  # noqa: F401
@@ -41,15 +41,18 @@ def test_a_valid_injected_bug_gets_solvers_and_the_injector_its_reward(files: di
         return ReplayAgent([fix, "<submit>restored the 13 case</submit>"] if fixes else ["<submit>none</submit>"])
 
     game = replace(GAMES["swe"], proposer_kwargs=lambda policy, config: {"repos": [REPO]})
-    config = load_config(None, ["games=swe", "swe_tasks=policy", "proposals=1", "swe_group=2", "swe_max_turns=8"])
+    settings = ["swe_alpha=0.5", "swe_solver_unsolved=-0.75"]  # the training config's rewards, not the defaults
+    config = load_config(
+        None, ["games=swe", "swe_tasks=policy", "proposals=1", "swe_group=2", "swe_max_turns=8", *settings]
+    )
     result = play_iteration(game, agents, config, 0, np.random.default_rng(0), ReplayBuffer())
 
     (injector,) = [r for r in result.rollouts if r.role == "proposer"]
     solvers = [r for r in result.rollouts if r.role == "solver"]
     assert injector.episode.outcome["valid"] and injector.reason == "done", injector.episode.outcome
     assert len(solvers) == 2 and {r.episode.task_id for r in solvers} == {injector.episode.outcome["bug_id"]}
-    assert sorted(r.reward for r in solvers) == [-1.0, 1.0] and len({r.group for r in solvers}) == 1
-    assert injector.reward == pytest.approx(injector_reward(True, 0.5))
+    assert sorted(r.reward for r in solvers) == [-0.75, 1.0] and len({r.group for r in solvers}) == 1
+    assert injector.reward == pytest.approx(injector_reward(True, 0.5, SWERewards(alpha=0.5))) == pytest.approx(0.25)
     assert injector.episode.reward == 0.0  # the finished episode is not patched; the rollout holds the reward
     assert result.stats["proposer/valid_rate"] == 1.0 and result.stats["solver/solve_rate"] == 0.5
 
