@@ -75,6 +75,7 @@ def save_checkpoint(trainer: Trainer, keep: int = 2) -> Path | None:
                 "torch": torch.get_rng_state(),
             },
             "replay": {name: buffer.state() for name, buffer in trainer.replay.items()},
+            "higher_order": {name: list(buffer.higher_order) for name, buffer in trainer.replay.items()},
             "config": to_dict(trainer.config),
         }
         torch.save(state, work / STATE)
@@ -124,6 +125,7 @@ def load_checkpoint(trainer: Trainer, folder: Path) -> None:
     for name, tasks in state["replay"].items():
         if name in trainer.replay:
             trainer.replay[name].tasks = list(tasks)
+            trainer.replay[name].higher_order = list(state.get("higher_order", {}).get(name, []))
     trainer.iteration = int(state["iteration"])
     trainer.warm_started = bool(state["warm_started"])
     trainer.seconds_before = float(state.get("seconds", 0.0))  # checkpoints from before the time budget lack them

@@ -58,6 +58,12 @@ class TrainConfig:
     """Where SWE solver tasks come from: policy (the injector's valid bugs), procedural (the bug store), mix."""
     drawn_tasks: int = 2
     """Solver tasks per game and iteration drawn from the env's own source (training questions, stored bugs)."""
+    order2: bool = False
+    """Self-play SWE-RL's higher-order bugs: a failed SWE repair of a valid bug, applied on top of it, is validated
+    as a new bug in fresh containers, and a valid one is played as a solver task in the next iteration."""
+    order2_per_iteration: int = 2
+    """Failed SWE repairs turned into order-2 bugs per iteration, at most (each validation takes containers and
+    minutes)."""
     search_max_turns: int = 4
     """Turn limit of search episodes."""
     swe_max_turns: int = 6
@@ -261,7 +267,7 @@ def _apply(config: TrainConfig, values: dict[str, Any], where: str) -> None:
 RANGES: dict[str, Range] = {
     **dict.fromkeys((
         "search_group", "swe_group", "search_max_turns", "swe_max_turns", "max_new_tokens", "max_context_tokens",
-        "concurrency", "updates_per_iteration", "warm_start_batch", "threads",
+        "concurrency", "updates_per_iteration", "warm_start_batch", "threads", "order2_per_iteration",
     ), AT_LEAST_1),
     **dict.fromkeys((
         "iterations", "proposals", "drawn_tasks", "retries", "min_spread_groups", "max_top_ups",

@@ -37,8 +37,9 @@ import numpy as np
 
 from sparring.agents.generation import SamplingParams
 from sparring.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
-from sparring.envs.core import Episode, content_id, reason_name
+from sparring.envs.core import Episode, reason_name
 from sparring.training.config import TrainConfig, reward_settings
+from sparring.training.order2 import EnvLog, higher_order_tasks
 from sparring.training.outcomes import (
     END_REASONS,
     MASKED_DROPPED_GROUP,
@@ -52,6 +53,7 @@ from sparring.training.outcomes import (
     truncation_score,
 )
 from sparring.training.replay import ReplayBuffer
+from sparring.training.search_game import search_preflight, search_proposer_kwargs, search_solver_task
 
 __all__ = ["GAMES", "Game", "IterationResult", "ReplayBuffer", "Role", "Rollout", "end_reason", "play_iteration",
            "solved"]  # fmt: skip
@@ -70,6 +72,10 @@ class IterationState:
     """Played episodes by role (after retries)."""
     groups: dict[str, list[str]] = field(default_factory=dict)
     """Group id of each played episode, by role, parallel to ``episodes``."""
+    specs: dict[str, list[EpisodeSpec]] = field(default_factory=dict)
+    """The spec of each played episode, by role, parallel to ``episodes``."""
+    env_log: EnvLog | None = None
+    """The solver envs played, to read an attempt's changes back (``order2`` only)."""
     tasks: list[dict[str, Any]] = field(default_factory=list)
     """Solver tasks of this iteration, in order."""
     task_source: dict[str, str] = field(default_factory=dict)
@@ -122,6 +128,8 @@ class Game:
     """Extra proposer env arguments, given the policy (search: a validator that answers with it)."""
     preflight: Callable[[TrainConfig], None] = lambda config: None
     """Raises one clear SparringError when what the game's envs need is missing (search: a current corpus)."""
+    higher_order: Callable[[IterationState], dict[str, float]] | None = None
+    """New solver tasks from the iteration's failed attempts, for the next one (SWE: order-2 bugs, ``order2``)."""
 
 
 # ---------------------------------------------------------------------------------- the roles
@@ -156,7 +164,15 @@ def _after_proposers(state: IterationState) -> None:
         state.task_source.setdefault(str(task["id"]), "replay")
         tasks.append(task)
     state.replay.add([dict(t) for t in valid])
+    for task in state.replay.take_higher_order():  # validated from the last iteration's failed attempts
+        state.task_source[str(task["id"])] = "higher_order"
+        tasks.append(task)
     state.tasks = tasks
+
+
+def _tracked(state: IterationState, make: Callable[[], Any]) -> Callable[[], Any]:
+    """One episode's env factory, recorded in the iteration's env log when it keeps one."""
+    return state.env_log.track(make) if state.env_log is not None else make
 
 
 def _plan_solvers(state: IterationState) -> list[tuple[EpisodeSpec, str]]:
@@ -167,9 +183,10 @@ def _plan_solvers(state: IterationState) -> list[tuple[EpisodeSpec, str]]:
     for task in state.tasks:
         group = f"it{state.iteration}:{task['id']}"
         specs += [
-            (EpisodeSpec(make, seed=0, options={"task": task}, env_id=game.solver_env, group_id=group), group)
+            (EpisodeSpec(_tracked(state, make), seed=0, options={"task": task}, env_id=game.solver_env, group_id=group),
+             group)
             for _ in range(size)
-        ]
+        ]  # fmt: skip
     if game.draws_tasks(config):
         specs += _drawn_groups(state, config.drawn_tasks, f"it{state.iteration}")
     return specs
@@ -184,7 +201,7 @@ def _drawn_groups(state: IterationState, n: int, prefix: str) -> list[tuple[Epis
     for seed in state.rng.integers(0, 2**31 - 1, size=n):
         group = f"{prefix}:drawn{int(seed)}"
         specs += [
-            (EpisodeSpec(make, seed=int(seed), env_id=game.solver_env, group_id=group), group)
+            (EpisodeSpec(_tracked(state, make), seed=int(seed), env_id=game.solver_env, group_id=group), group)
             for _ in range(game.group_size(state.config))
         ]
     return specs
@@ -198,7 +215,7 @@ def _by_group(state: IterationState, role: str) -> dict[str, list[Episode]]:
     return by_group
 
 
-def _cut_short(eps: list[Episode]) -> bool:
+def cut_short(eps: list[Episode]) -> bool:
     """Whether an infrastructure or agent error ended one of a group's episodes (the group is dropped)."""
     return any(end_reason(ep) in ("env_error", "agent_error") for ep in eps)
 
@@ -207,7 +224,7 @@ def spread_groups(state: IterationState) -> int:
     """Solver groups played so far whose scored rewards differ (and that no error cut short): the ones that teach."""
     spread = 0
     for eps in _by_group(state, "solver").values():
-        if not _cut_short(eps):
+        if not cut_short(eps):
             rewards = {reward for reward, how in (score(SOLVER, ep, state) for ep in eps) if not is_masked(how)}
             spread += len(rewards) > 1
     return spread
@@ -237,7 +254,7 @@ def _after_solvers(state: IterationState) -> None:
     """
     for group, eps in _by_group(state, "solver").items():
         task_id = str(eps[0].task.get("id", group))
-        if _cut_short(eps):
+        if cut_short(eps):
             state.unrated[task_id] = MASKED_DROPPED_GROUP
             continue
         scored = [ep for ep in eps if not is_masked(score(SOLVER, ep, state)[1])]
@@ -277,35 +294,6 @@ ROLES: tuple[Role, ...] = (PROPOSER, SOLVER)
 # ---------------------------------------------------------------------------------- the games
 
 
-def _search_solver_task(outcome: dict[str, Any]) -> dict[str, Any] | None:
-    """A valid question's solver task, its id from its whole content.
-
-    A solver group and its proposer's solve rate are keyed by this id, so two different tasks must
-    never share it.
-    """
-    if not outcome.get("valid") or not outcome.get("question"):
-        return None
-    task = {"question": outcome["question"], "answers": list(outcome.get("answers") or [outcome["answer"]])}
-    return {"id": content_id(task, "proposed"), **task}
-
-
-def _search_preflight(config: TrainConfig) -> None:
-    from sparring.envs.search.corpus import Corpus
-
-    corpus = Corpus.open()  # the envs' default corpus: missing or of an older format is one sentence
-    try:
-        corpus.require_current_format()
-    finally:
-        corpus.close()
-
-
-def _search_proposer_kwargs(policy: Any, config: TrainConfig) -> dict[str, Any]:
-    from sparring.agents.answering import generator_answer_fn
-    from sparring.envs.search.validation import PolicyValidator
-
-    return {"validator": PolicyValidator(generator_answer_fn(policy))} if hasattr(policy, "tokenizer") else {}
-
-
 GAMES: dict[str, Game] = {
     "search": Game(
         "search",
@@ -313,10 +301,10 @@ GAMES: dict[str, Game] = {
         "sparring/SearchAnswer-v0",
         group_size=lambda config: config.search_group,
         max_turns=lambda config: config.search_max_turns,
-        solver_task=_search_solver_task,
+        solver_task=search_solver_task,
         solved=lambda outcome: float(outcome.get("em", 0.0)) >= 1.0,
-        proposer_kwargs=_search_proposer_kwargs,
-        preflight=_search_preflight,
+        proposer_kwargs=search_proposer_kwargs,
+        preflight=search_preflight,
     ),
     "swe": Game(
         "swe",
@@ -328,6 +316,7 @@ GAMES: dict[str, Game] = {
         solved=lambda outcome: bool(outcome.get("solved")),
         plays_proposer=lambda config: config.swe_tasks in ("policy", "mix"),
         draws_tasks=lambda config: config.swe_tasks in ("procedural", "mix"),
+        higher_order=higher_order_tasks,
     ),
 }
 
@@ -396,7 +385,7 @@ def _play_roles(state: IterationState, runner: EpisodeRunner) -> dict[str, float
     env_wait = wall = 0.0
     for role in ROLES:
         planned = role.plan(state)
-        state.episodes[role.name], state.groups[role.name] = [], []
+        state.episodes[role.name], state.groups[role.name], state.specs[role.name] = [], [], []
         rounds = 0
         while planned:
             played = _play(runner, planned, state.config.retries)
@@ -404,6 +393,7 @@ def _play_roles(state: IterationState, runner: EpisodeRunner) -> dict[str, float
             env_wait += runner.stats.env_wait_seconds
             state.episodes[role.name] += played
             state.groups[role.name] += [group for _, group in planned]
+            state.specs[role.name] += [spec for spec, _ in planned]
             planned = role.top_up(state, rounds)
             rounds += bool(planned)
         stats[f"{role.name}/top_up_rounds"] = rounds
@@ -420,7 +410,7 @@ def _rollouts(state: IterationState) -> tuple[list[Rollout], dict[str, float]]:
         mine: list[Rollout] = []
         dropped = 0
         for group, eps in _by_group(state, role.name).items():
-            if _cut_short(eps):
+            if cut_short(eps):
                 dropped += 1  # a partial group would bias its baseline
                 continue
             for ep in eps:
@@ -482,10 +472,13 @@ def play_iteration(
     state = IterationState(
         game, iteration, config, rng, replay, rewards=reward_settings(config, game.domain),
         proposer_kwargs=game.proposer_kwargs(policy, config),
+        env_log=EnvLog() if game.higher_order and config.order2 else None,
     )  # fmt: skip
     stats = _play_roles(state, runner)
     rollouts, scored = _rollouts(state)
     stats |= scored | _proposal_stats(state) | _solve_rate_stats(state)
+    if game.higher_order is not None:
+        stats |= game.higher_order(state)
     stats["tasks/replayed"] = sum(1 for s in state.task_source.values() if s == "replay")
     replay.tick(iteration)
     return IterationResult(game.domain, rollouts, stats)

@@ -17,10 +17,21 @@ class ReplayBuffer:
         self.clear_every = clear_every
         self.capacity = capacity
         self.tasks: list[dict[str, Any]] = []
+        self.higher_order: list[dict[str, Any]] = []
+        """Validated tasks made from failed attempts (SWE's order-2 bugs), played once in the next iteration."""
 
     def add(self, tasks: list[dict[str, Any]]) -> None:
         """Remember valid tasks (the oldest go first past the capacity)."""
         self.tasks = (self.tasks + tasks)[-self.capacity :]
+
+    def add_higher_order(self, tasks: list[dict[str, Any]]) -> None:
+        """Queue validated higher-order tasks for the next iteration (the oldest go first past the capacity)."""
+        self.higher_order = (self.higher_order + tasks)[-self.capacity :]
+
+    def take_higher_order(self) -> list[dict[str, Any]]:
+        """The queued higher-order tasks, emptying the queue."""
+        tasks, self.higher_order = self.higher_order, []
+        return tasks
 
     def sample(self, n: int, rng: np.random.Generator) -> list[dict[str, Any]]:
         """Up to ``n`` distinct earlier tasks."""

@@ -361,7 +361,7 @@ def _has_dropout(model: Any) -> bool:
     """Whether the model drops anything in train mode (a dropout module or a dropout rate in its config)."""
     if any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules()):
         return True
-    settings = getattr(getattr(model, "config", None), "to_dict", dict)()
+    settings: dict[str, Any] = getattr(getattr(model, "config", None), "to_dict", dict)()
     return any(isinstance(v, float) and v > 0 and ("dropout" in k or "pdrop" in k) for k, v in settings.items())
 
 

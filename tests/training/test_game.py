@@ -127,3 +127,47 @@ def test_proposed_search_tasks_that_begin_alike_are_different_groups() -> None:
     ids = [t["id"] for t in tasks if t]
     assert len(ids) == 4 and ids[0] != ids[1] and ids[0] == ids[2] and ids[0] != ids[3]
     assert GAMES["search"].solver_task(iron | {"valid": False}) is None
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_a_failed_repair_becomes_a_validated_order2_bug_that_the_next_iteration_plays(
+    files: dict[str, str],  # noqa: F811
+) -> None:
+    # order2 was a config key nothing read. Self-play SWE-RL: a failed repair applied on top of its bug is a
+    # new bug; it goes through the same validation and its solvers play it like any task.
+    inject = [_call("create", path=f"/tmp/bug/{n}", content=t) for n, t in good_artifact(files).files().items()]
+    inject.append("<submit>/tmp/bug</submit>")
+    worse = "if number % 100 in (11,):"  # a wrong repair: 12 now fails as well
+    lock, attempts = threading.Lock(), []
+
+    def agents(spec: EpisodeSpec) -> ReplayAgent:
+        if "Inject" in spec.env_id:
+            return ReplayAgent(inject)
+        task = (spec.options or {})["task"]
+        with lock:
+            attempts.append(task["id"])
+            first = attempts.count(task["id"]) == 1
+        start = BUGGY_LINE if task.get("order", 1) == 1 else worse
+        edit = _call("str_replace", path=SOURCE, old_str=start, new_str=ORIGINAL_LINE if first else worse)
+        return ReplayAgent([edit, "<submit>the teen case</submit>"])
+
+    game = replace(GAMES["swe"], proposer_kwargs=lambda policy, config: {"repos": [REPO]})
+    base = ["games=swe", "swe_tasks=policy", "swe_group=2", "swe_max_turns=6", "order2=true"]
+    replay = ReplayBuffer()
+    first = play_iteration(game, agents, load_config(None, [*base, "proposals=1"]), 0, np.random.default_rng(0), replay)
+    (injector,) = [r for r in first.rollouts if r.role == "proposer"]
+    assert injector.episode.outcome["valid"], injector.episode.outcome
+    assert first.stats["solver/order2_tried"] == 1 and first.stats["solver/order2_valid"] == 1
+    (order2,) = replay.higher_order
+    assert order2["order"] == 2 and order2["artifact"]["meta"]["parent"] == injector.episode.outcome["bug_id"]
+    assert set(injector.episode.outcome["fail_to_pass"]) < set(order2["fail_to_pass"])  # validated: 12 fails too
+
+    second = play_iteration(
+        game, agents, load_config(None, [*base, "proposals=0"]), 1, np.random.default_rng(1), replay
+    )
+    solvers = [r for r in second.rollouts if r.role == "solver"]
+    assert {r.episode.task_id for r in solvers} == {order2["id"]} and len(solvers) == 2
+    assert sorted(r.reward for r in solvers) == [-1.0, 1.0]  # repairing the order-2 bug restores the original
+    assert replay.higher_order == [] and second.stats["solver/order2_tried"] == 0  # order-2 attempts stop there
