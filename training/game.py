@@ -48,6 +48,7 @@ from sparring.training.outcomes import (
     SCORINGS,
     Rollout,
     cut_by_runner,
+    cut_short,
     end_reason,
     is_masked,
     truncation_score,
@@ -215,11 +216,6 @@ def _by_group(state: IterationState, role: str) -> dict[str, list[Episode]]:
     return by_group
 
 
-def cut_short(eps: list[Episode]) -> bool:
-    """Whether an infrastructure or agent error ended one of a group's episodes (the group is dropped)."""
-    return any(end_reason(ep) in ("env_error", "agent_error") for ep in eps)
-
-
 def spread_groups(state: IterationState) -> int:
     """Solver groups played so far whose scored rewards differ (and that no error cut short): the ones that teach."""
     spread = 0
@@ -276,7 +272,7 @@ def _proposer_reward(ep: Episode, state: IterationState) -> tuple[float, str]:
 
 
 def _solver_reward(ep: Episode, state: IterationState) -> tuple[float, str]:
-    return float(ep.outcome["reward"]), OUTCOME
+    return float(ep.outcome.get("reward", ep.reward)), OUTCOME
 
 
 def score(role: Role, ep: Episode, state: IterationState) -> tuple[float, str]:

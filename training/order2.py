@@ -15,12 +15,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from sparring.agents.runner import EpisodeSpec
 from sparring.envs.core import Episode
-
-if TYPE_CHECKING:
-    from sparring.training.game import IterationState
+from sparring.training.config import TrainConfig
+from sparring.training.outcomes import cut_by_runner, cut_short
+from sparring.training.replay import ReplayBuffer
 
 __all__ = ["EnvLog", "higher_order_tasks"]
 
@@ -52,10 +53,20 @@ class EnvLog:
             return self._envs.get(make)
 
 
-def _failed_attempts(state: IterationState) -> list[tuple[Episode, Any]]:
-    """Solver attempts at order-1 bugs the env graded unsolved, with their changes, in play order."""
-    from sparring.training.game import cut_short, solved
+class Played(Protocol):
+    """What an iteration has played (the game's ``IterationState``)."""
 
+    config: TrainConfig
+    game: Any
+    replay: ReplayBuffer
+    episodes: dict[str, list[Episode]]
+    groups: dict[str, list[str]]
+    specs: dict[str, list[EpisodeSpec]]
+    env_log: EnvLog | None
+
+
+def _failed_attempts(state: Played) -> list[tuple[Episode, Any]]:
+    """Solver attempts at order-1 bugs the env graded unsolved, with their changes, in play order."""
     by_group: dict[str, list[int]] = {}
     for i, group in enumerate(state.groups.get("solver", [])):
         by_group.setdefault(group, []).append(i)
@@ -69,12 +80,13 @@ def _failed_attempts(state: IterationState) -> list[tuple[Episode, Any]]:
             env = state.env_log.env(specs[i].make_env) if state.env_log is not None else None
             changes = getattr(getattr(env, "unwrapped", None), "last_changes", None)
             order = int(ep.task.get("order", 1) or 1)
-            if order == 1 and "reward" in ep.outcome and not solved(ep) and changes is not None and changes.paths:
+            graded = ep.error is None and not cut_by_runner(ep)
+            if order == 1 and graded and not state.game.solved(ep.outcome) and changes is not None and changes.paths:
                 found.append((ep, changes))
     return found
 
 
-def higher_order_tasks(state: IterationState) -> dict[str, float]:
+def higher_order_tasks(state: Played) -> dict[str, float]:
     """Validate order-2 bugs from this iteration's failed repairs; the valid ones wait for the next iteration.
 
     Returns:

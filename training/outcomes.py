@@ -32,6 +32,7 @@ __all__ = [
     "TRUNCATED_SCORED",
     "Rollout",
     "cut_by_runner",
+    "cut_short",
     "end_reason",
     "is_masked",
     "truncation_score",
@@ -64,6 +65,11 @@ def is_masked(scoring: str) -> bool:
 def cut_by_runner(episode: Episode) -> bool:
     """Whether the runner, not the env, ended the episode (time, context or its turn bound): no outcome reward."""
     return episode.error is None and "reward" not in episode.outcome and episode.outcome.get("status") in RUNNER_STOPS
+
+
+def cut_short(eps: list[Episode]) -> bool:
+    """Whether an infrastructure or agent error ended one of a group's episodes (the group is dropped)."""
+    return any(end_reason(ep) in ("env_error", "agent_error") for ep in eps)
 
 
 def end_reason(episode: Episode) -> str:

@@ -16,7 +16,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sparring import SparringError
-from sparring.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, start_checkpoint
+from sparring.training.checkpoint import (
+    latest_checkpoint,
+    load_checkpoint,
+    load_weights,
+    save_checkpoint,
+    start_checkpoint,
+)
 from sparring.training.config import TrainConfig
 from sparring.training.demos import demonstrations
 from sparring.training.game import GAMES
@@ -127,7 +133,8 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
     trainer.warm_started = True
     if config.kl_coef > 0 and trainer.iteration == 0 and start_checkpoint(out) is None:
         save_checkpoint(trainer)  # the policy at the start of self-play: the KL reference of a resumed run too
-    trainer.freeze_reference(start_checkpoint(out))
+    start = start_checkpoint(out)
+    trainer.freeze_reference(None if start is None else lambda model: load_weights(model, start))
     progress = Progress(
         TextColumn("[bold]iteration"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console,
         disable=not main,
