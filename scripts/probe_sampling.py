@@ -43,7 +43,8 @@ def main() -> None:
         )
         groups: dict[tuple[str, str, str], list[Rollout]] = {}
         for rollout in result.rollouts:
-            groups.setdefault(rollout.group, []).append(rollout)
+            if not rollout.masked:  # a masked rollout has no reward (NaN)
+                groups.setdefault(rollout.group, []).append(rollout)
         rates = [float(np.mean([r.reward for r in group])) for group in groups.values()]
         line = {
             "temperature": config.temperature,
