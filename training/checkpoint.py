@@ -25,7 +25,7 @@ from sparring.training.config import to_dict
 if TYPE_CHECKING:
     from sparring.training.trainer import Trainer
 
-__all__ = ["WARM_START", "latest_checkpoint", "load_checkpoint", "save_checkpoint"]
+__all__ = ["WARM_START", "latest_checkpoint", "load_checkpoint", "load_weights", "save_checkpoint", "start_checkpoint"]
 
 STATE = "trainer_state.pt"
 
@@ -75,6 +75,7 @@ def save_checkpoint(trainer: Trainer, keep: int = 2) -> Path | None:
                 "torch": torch.get_rng_state(),
             },
             "replay": {name: buffer.state() for name, buffer in trainer.replay.items()},
+            "higher_order": {name: list(buffer.higher_order) for name, buffer in trainer.replay.items()},
             "config": to_dict(trainer.config),
         }
         torch.save(state, work / STATE)
@@ -93,19 +94,30 @@ def save_checkpoint(trainer: Trainer, keep: int = 2) -> Path | None:
     return folder
 
 
-def load_checkpoint(trainer: Trainer, folder: Path) -> None:
-    """Restore the trainer from ``folder`` (model weights, optimizer, RNG, replay, counters)."""
+def start_checkpoint(out: str | Path) -> Path | None:
+    """The checkpoint of the policy at the start of self-play (``iter-000000``) of run folder ``out``, or None."""
+    folder = _root(Path(out)) / WARM_START
+    return folder if (folder / STATE).is_file() else None
+
+
+def load_weights(model: Any, folder: Path) -> None:
+    """Load the model weights of checkpoint ``folder`` into ``model``."""
     from safetensors.torch import load_file
 
-    state: dict[str, Any] = torch.load(folder / STATE, weights_only=False)
     weights = folder / "model" / "model.safetensors"
     if not weights.is_file():
         raise SparringError(f"checkpoint {folder} has no model.safetensors; it is incomplete: delete it and resume.")
     tensors = load_file(str(weights))
-    missing, unexpected = trainer.policy_model.load_state_dict(tensors, strict=False)
+    missing, unexpected = model.load_state_dict(tensors, strict=False)
     real_missing = [k for k in missing if "lm_head" not in k]  # tied to the embeddings, saved once
     if real_missing or unexpected:
         raise SparringError(f"checkpoint {folder} does not fit the model ({len(real_missing)} missing weights).")
+
+
+def load_checkpoint(trainer: Trainer, folder: Path) -> None:
+    """Restore the trainer from ``folder`` (model weights, optimizer, RNG, replay, counters)."""
+    state: dict[str, Any] = torch.load(folder / STATE, weights_only=False)
+    load_weights(trainer.policy_model, folder)
     trainer.optimizer.load_state_dict(state["optimizer"])
     trainer.rng.bit_generator.state = state["rng"]["numpy"]
     random.setstate(state["rng"]["python"])
@@ -113,6 +125,7 @@ def load_checkpoint(trainer: Trainer, folder: Path) -> None:
     for name, tasks in state["replay"].items():
         if name in trainer.replay:
             trainer.replay[name].tasks = list(tasks)
+            trainer.replay[name].higher_order = list(state.get("higher_order", {}).get(name, []))
     trainer.iteration = int(state["iteration"])
     trainer.warm_started = bool(state["warm_started"])
     trainer.seconds_before = float(state.get("seconds", 0.0))  # checkpoints from before the time budget lack them

@@ -27,8 +27,10 @@ from typing import Any
 
 from sparring import SparringError
 from sparring.config_cli import ABOVE_0, AT_LEAST_1, NOT_NEGATIVE, Range, check_ranges
+from sparring.envs.search.rewards import SearchRewards
+from sparring.envs.swe.rewards import SWERewards
 
-__all__ = ["GAMES", "PRESETS_DIR", "TrainConfig", "config_help", "load_config", "presets"]
+__all__ = ["GAMES", "PRESETS_DIR", "TrainConfig", "config_help", "load_config", "presets", "reward_settings"]
 
 #: Games the trainer plays (each has a proposer and a solver role).
 GAMES = ("search", "swe")
@@ -57,7 +59,11 @@ class TrainConfig:
     drawn_tasks: int = 2
     """Solver tasks per game and iteration drawn from the env's own source (training questions, stored bugs)."""
     order2: bool = False
-    """Turn failed SWE repairs of valid bugs into order-2 bugs for later iterations."""
+    """Self-play SWE-RL's higher-order bugs: a failed SWE repair of a valid bug, applied on top of it, is validated
+    as a new bug in fresh containers, and a valid one is played as a solver task in the next iteration."""
+    order2_per_iteration: int = 2
+    """Failed SWE repairs turned into order-2 bugs per iteration, at most (each validation takes containers and
+    minutes)."""
     search_max_turns: int = 4
     """Turn limit of search episodes."""
     swe_max_turns: int = 6
@@ -77,7 +83,25 @@ class TrainConfig:
     episode_seconds: float = 300.0
     """Wall-clock limit per episode; an episode over it ends as a timeout."""
     overlong: str = "mask"
-    """Overlong and timed-out episodes: mask (no loss) or score (trained on with their reward)."""
+    """Episodes the runner cut short (context, time or its turn bound): mask (left out of the loss and of their
+    group's baseline) or score (the reward the env's own turn limit gives the role: a wrong answer, an unsolved
+    repair, an invalid proposal)."""
+    search_solver_metric: str = SearchRewards.solver_metric
+    """Search solver's grading: em (exact match, 1/0) or f1 (token F1, scaling the reward between wrong and correct)."""
+    search_solver_correct: float = SearchRewards.solver_correct
+    """Search solver's reward for a correct answer."""
+    search_solver_wrong: float = SearchRewards.solver_wrong
+    """Search solver's reward for a wrong answer, no answer, the turn limit or a scored truncation."""
+    search_proposer_invalid: float = SearchRewards.proposer_invalid
+    """Search proposer's reward for an invalid question (SSP: 0; a valid one earns 1 − solve rate)."""
+    swe_alpha: float = SWERewards.alpha
+    """α of the SWE injector's reward: −α for a bug every or no solver attempt solved, 1 − (1 + α)·s otherwise."""
+    swe_solver_solved: float = SWERewards.solver_solved
+    """SWE solver's reward for a repair graded solved."""
+    swe_solver_unsolved: float = SWERewards.solver_unsolved
+    """SWE solver's reward for a wrong repair, no submission, the turn limit or a scored truncation."""
+    swe_injector_invalid: float = SWERewards.injector_invalid
+    """SWE injector's reward for an invalid artifact, no submission or a scored truncation."""
     retries: int = 1
     """Fresh-env retries of an episode that ended in an infrastructure error before its group is dropped."""
     lr: float = 1e-6
@@ -91,7 +115,9 @@ class TrainConfig:
     max_grad_norm: float = 1.0
     """Gradient clipping norm."""
     updates_per_iteration: int = 1
-    """Optimizer steps per iteration (the iteration's episodes split into this many mini-batches)."""
+    """Optimizer steps per iteration: the iteration's episodes, shuffled across roles and groups (seeded), split
+    into this many mini-batches. With 1, the PPO ratio is 1 (the old logprobs are the weights being stepped) and
+    only the truncated importance weight to the generator's logprobs acts; the clip acts from the second on."""
     gamma: float = 1.0
     """Discount of turn rewards in the return-to-go."""
     lam: float = 0.5
@@ -252,15 +278,20 @@ def _apply(config: TrainConfig, values: dict[str, Any], where: str) -> None:
 RANGES: dict[str, Range] = {
     **dict.fromkeys((
         "search_group", "swe_group", "search_max_turns", "swe_max_turns", "max_new_tokens", "max_context_tokens",
-        "concurrency", "updates_per_iteration", "warm_start_batch", "threads",
+        "concurrency", "updates_per_iteration", "warm_start_batch", "threads", "order2_per_iteration",
     ), AT_LEAST_1),
     **dict.fromkeys((
         "iterations", "proposals", "drawn_tasks", "retries", "min_spread_groups", "max_top_ups",
         "replay_clear_every", "warm_start_episodes", "warm_start_proposer_episodes", "warm_start_swe_episodes",
         "warm_start_validator_demos", "warm_start_epochs", "checkpoint_every", "seed", "prefix_cache_tokens",
         "temperature", "weight_decay", "max_grad_norm", "lam", "clip_high", "kl_coef", "proposer_weight",
-        "solver_weight", "time_limit_minutes",
+        "solver_weight", "time_limit_minutes", "swe_alpha",
     ), NOT_NEGATIVE),
+    # Rewards on the scale of the papers' formulas (a proposer's is in [-α, 1]); correct above wrong is checked apart.
+    **dict.fromkeys((
+        "search_solver_correct", "search_solver_wrong", "search_proposer_invalid", "swe_solver_solved",
+        "swe_solver_unsolved", "swe_injector_invalid",
+    ), (-1, 1, False, False)),
     **dict.fromkeys(("lr", "warm_start_lr", "episode_seconds", "tis_cap"), ABOVE_0),
     "gamma": (0, 1, False, False),
     "top_p": (0, 1, True, False),
@@ -281,13 +312,20 @@ def _check(config: TrainConfig) -> None:
         raise SparringError(f"eval_games must be some of {', '.join(GAMES)}, not {config.eval_games}.")
     choices = {"swe_tasks": ("policy", "procedural", "mix"), "overlong": ("mask", "score"),
                "optimizer": ("adamw", "adafactor"),
-               "search_teacher": ("definition-match", "definition-search")}  # fmt: skip
+               "search_teacher": ("definition-match", "definition-search"),
+               "search_solver_metric": ("em", "f1")}  # fmt: skip
     for key, allowed in choices.items():
         if getattr(config, key) not in allowed:
             raise SparringError(
                 f"config key {key!r} must be one of {', '.join(allowed)}, not {getattr(config, key)!r}."
             )
     check_ranges(config, RANGES, lambda key: f"config key {key!r}", _ZERO_MEANS)
+    for good, bad in (("search_solver_correct", "search_solver_wrong"), ("swe_solver_solved", "swe_solver_unsolved")):
+        if getattr(config, good) <= getattr(config, bad):
+            raise SparringError(
+                f"config key {good!r} ({getattr(config, good)}) must be above {bad!r} ({getattr(config, bad)}): "
+                "a correct answer has to pay more than a wrong one."
+            )
 
 
 def load_config(preset: str | None = None, overrides: list[str] | None = None) -> TrainConfig:
@@ -319,6 +357,15 @@ def load_config(preset: str | None = None, overrides: list[str] | None = None) -
     _apply(config, parsed, "the command line")
     _check(config)
     return config
+
+
+def reward_settings(config: TrainConfig, game: str) -> SearchRewards | SWERewards:
+    """The reward object of ``game`` (``search`` or ``swe``) from the config's ``<game>_<field>`` keys.
+
+    The game passes it to its envs and computes its proposers' rewards with it: one definition of every reward.
+    """
+    cls: type[SearchRewards] | type[SWERewards] = SearchRewards if game == "search" else SWERewards
+    return cls(**{f.name: getattr(config, f"{game}_{f.name}") for f in dataclasses.fields(cls)})
 
 
 def to_dict(config: TrainConfig) -> dict[str, Any]:

@@ -8,9 +8,11 @@ Per game and iteration (docs/training.md, "Formulas", has the rewards and advant
    from the solver env's own source (training questions, the procedural bug store);
 3. G solver episodes per task (one group per task);
 4. rewards, assigned here once the results are in — never patched into the finished episodes: a
-   solver's is its env outcome reward; a proposer's is the game's formula of its task's solve rate
-   (search: ``1 − s`` for a valid question, 0 else; SWE: the injector formula of
-   :mod:`sparring.envs.swe.rewards`).
+   solver's is its env outcome reward; a proposer's is the formula of its task's solve rate in the
+   game's reward object, the one its envs were given (search: ``1 − s`` for a valid question,
+   ``search_proposer_invalid`` else; SWE: the injector formula of :mod:`sparring.envs.swe.rewards`).
+   A runner truncation scores the env's turn-limit reward of its role, or is masked
+   (:mod:`sparring.training.outcomes`).
 
 Roles are data (:class:`Role`): each says which env it plays, how its episodes are planned from
 what the iteration has so far, how their credit groups are formed and how their rewards follow.
@@ -19,7 +21,10 @@ A judge role would be one more entry after the solver.
 Failure semantics: every episode ends with a reason (:func:`end_reason`). An episode that ended in
 an infrastructure error is played again with a fresh env up to ``retries`` times; a group that
 still has a failed episode is dropped whole and counted, never trained on as a biased partial
-group.
+group. A task's solve rate counts only attempts that ended by the policy's own doing (a
+submission, the env's turn limit, a scored runner truncation): a dropped group has none, and its
+proposal gets no reward at all — it is masked out of the loss, counted as
+``proposer/masked_dropped_group`` — so a proposer is never paid for its solvers' crashes.
 """
 
 from __future__ import annotations
@@ -31,81 +36,28 @@ from typing import Any
 import numpy as np
 
 from sparring.agents.generation import SamplingParams
-from sparring.agents.runner import AGENT_ERROR, EpisodeRunner, EpisodeSpec, RunnerConfig
-from sparring.envs.core import Episode, content_id, reason_name
-from sparring.training.config import TrainConfig
+from sparring.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
+from sparring.envs.core import Episode, reason_name
+from sparring.training.config import TrainConfig, reward_settings
+from sparring.training.order2 import EnvLog, higher_order_tasks
+from sparring.training.outcomes import (
+    END_REASONS,
+    MASKED_DROPPED_GROUP,
+    MASKED_UNSCORED_GROUP,
+    OUTCOME,
+    SCORINGS,
+    Rollout,
+    cut_by_runner,
+    cut_short,
+    end_reason,
+    is_masked,
+    truncation_score,
+)
+from sparring.training.replay import ReplayBuffer
+from sparring.training.search_game import search_preflight, search_proposer_kwargs, search_solver_task
 
-__all__ = ["GAMES", "Game", "IterationResult", "ReplayBuffer", "Role", "Rollout", "end_reason", "play_iteration"]
-
-#: Why an episode ended.
-END_REASONS = ("done", "turn_limit", "timeout", "overlong", "env_error", "agent_error")
-
-
-def end_reason(episode: Episode) -> str:
-    """``done``, ``turn_limit``, ``timeout``, ``overlong``, ``env_error`` or ``agent_error``."""
-    if episode.error:
-        return "agent_error" if episode.error.startswith(AGENT_ERROR) else "env_error"
-    status = episode.outcome.get("status")
-    if status == "time_limit":
-        return "timeout"
-    if status == "context_limit":
-        return "overlong"
-    if episode.terminated:
-        return "done"
-    return "turn_limit"
-
-
-@dataclass
-class Rollout:
-    """A finished episode with what training needs: its outcome reward, turn rewards and credit group."""
-
-    episode: Episode
-    reward: float
-    """Outcome reward R_e (assigned by the game)."""
-    turn_rewards: list[float]
-    """Turn rewards r_{e,t} without the outcome reward (shaping only)."""
-    group: tuple[str, str, str]
-    """Credit group: (domain, role, group id); baselines never mix domains or roles."""
-    reason: str
-    """Why the episode ended (:data:`END_REASONS`)."""
-
-    @property
-    def role(self) -> str:
-        return self.group[1]
-
-    @property
-    def domain(self) -> str:
-        return self.group[0]
-
-
-class ReplayBuffer:
-    """Earlier valid tasks, which fill the places of invalid proposals (SSP); cleared every N iterations."""
-
-    def __init__(self, clear_every: int = 10, capacity: int = 256):
-        """An empty buffer."""
-        self.clear_every = clear_every
-        self.capacity = capacity
-        self.tasks: list[dict[str, Any]] = []
-
-    def add(self, tasks: list[dict[str, Any]]) -> None:
-        """Remember valid tasks (the oldest go first past the capacity)."""
-        self.tasks = (self.tasks + tasks)[-self.capacity :]
-
-    def sample(self, n: int, rng: np.random.Generator) -> list[dict[str, Any]]:
-        """Up to ``n`` distinct earlier tasks."""
-        if n <= 0 or not self.tasks:
-            return []
-        picks = rng.choice(len(self.tasks), size=min(n, len(self.tasks)), replace=False)
-        return [self.tasks[int(i)] for i in picks]
-
-    def tick(self, iteration: int) -> None:
-        """Clear the buffer after every ``clear_every``-th iteration."""
-        if self.clear_every > 0 and (iteration + 1) % self.clear_every == 0:
-            self.tasks = []
-
-    def state(self) -> list[dict[str, Any]]:
-        """For checkpoints."""
-        return list(self.tasks)
+__all__ = ["GAMES", "Game", "IterationResult", "ReplayBuffer", "Role", "Rollout", "end_reason", "play_iteration",
+           "solved"]  # fmt: skip
 
 
 @dataclass
@@ -121,12 +73,20 @@ class IterationState:
     """Played episodes by role (after retries)."""
     groups: dict[str, list[str]] = field(default_factory=dict)
     """Group id of each played episode, by role, parallel to ``episodes``."""
+    specs: dict[str, list[EpisodeSpec]] = field(default_factory=dict)
+    """The spec of each played episode, by role, parallel to ``episodes``."""
+    env_log: EnvLog | None = None
+    """The solver envs played, to read an attempt's changes back (``order2`` only)."""
     tasks: list[dict[str, Any]] = field(default_factory=list)
     """Solver tasks of this iteration, in order."""
     task_source: dict[str, str] = field(default_factory=dict)
     """Task id -> ``proposed``, ``replay`` or ``drawn``."""
+    rewards: Any = None
+    """The game's reward settings (``SearchRewards`` / ``SWERewards``), the ones its envs were given."""
     solve_rate: dict[str, float] = field(default_factory=dict)
-    """Task id -> share of its solver group that solved it."""
+    """Task id -> share of its solver group's scored attempts that solved it."""
+    unrated: dict[str, str] = field(default_factory=dict)
+    """Task id -> why it has no solve rate (its group was dropped, or every attempt was masked)."""
     dropped: dict[str, int] = field(default_factory=dict)
     """Groups dropped whole after failed retries, by role."""
     proposer_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -141,8 +101,9 @@ class Role:
     env_id: Callable[[Game], str]
     plan: Callable[[IterationState], list[tuple[EpisodeSpec, str]]]
     """The episodes to play and the group id of each, given what the iteration has so far."""
-    reward: Callable[[Episode, IterationState], float]
-    """Outcome reward of one of this role's episodes once the iteration's results are in."""
+    reward: Callable[[Episode, IterationState], tuple[float, str]]
+    """Outcome reward of one of this role's episodes the env ended, once the iteration's results are in, and
+    how it came (:data:`~sparring.training.outcomes.SCORINGS`; NaN when masked)."""
     after: Callable[[IterationState], None] = lambda state: None
     """Bookkeeping once this role's episodes are in (tasks from proposals, solve rates)."""
     top_up: Callable[[IterationState, int], list[tuple[EpisodeSpec, str]]] = lambda state, k: []
@@ -160,30 +121,34 @@ class Game:
     max_turns: Callable[[TrainConfig], int]
     solver_task: Callable[[dict[str, Any]], dict[str, Any] | None]
     """The solver task a proposer's outcome defines (None: not valid)."""
-    proposer_reward: Callable[[bool, float | None], float]
-    """The proposer's reward from (valid, solve rate of its task)."""
+    solved: Callable[[dict[str, Any]], bool]
+    """Whether a solver's outcome is a solve (the env's verdict, whatever the reward settings pay for it)."""
     plays_proposer: Callable[[TrainConfig], bool] = lambda config: True
     draws_tasks: Callable[[TrainConfig], bool] = lambda config: True
     proposer_kwargs: Callable[[Any, TrainConfig], dict[str, Any]] = lambda policy, config: {}
     """Extra proposer env arguments, given the policy (search: a validator that answers with it)."""
     preflight: Callable[[TrainConfig], None] = lambda config: None
     """Raises one clear SparringError when what the game's envs need is missing (search: a current corpus)."""
+    higher_order: Callable[[IterationState], dict[str, float]] | None = None
+    """New solver tasks from the iteration's failed attempts, for the next one (SWE: order-2 bugs, ``order2``)."""
 
 
 # ---------------------------------------------------------------------------------- the roles
 
 
-def _make(env_id: str, max_turns: int, kwargs: dict[str, Any]) -> Callable[[], Any]:
+def _make(env_id: str, state: IterationState, kwargs: dict[str, Any]) -> Callable[[], Any]:
+    """An env factory with the game's turn limit and reward settings."""
     import gymnasium as gym
 
-    return lambda: gym.make(env_id, max_turns=max_turns, **kwargs)
+    max_turns, rewards = state.game.max_turns(state.config), state.rewards
+    return lambda: gym.make(env_id, max_turns=max_turns, rewards=rewards, **kwargs)
 
 
 def _plan_proposers(state: IterationState) -> list[tuple[EpisodeSpec, str]]:
     game, config = state.game, state.config
     if not game.plays_proposer(config):
         return []
-    make = _make(game.proposer_env, game.max_turns(config), state.proposer_kwargs)
+    make = _make(game.proposer_env, state, state.proposer_kwargs)
     seeds = state.rng.integers(0, 2**31 - 1, size=config.proposals)
     group = f"it{state.iteration}"  # proposals share no seed: the batch of this domain and role
     return [(EpisodeSpec(make, seed=int(s), env_id=game.proposer_env, group_id=group), group) for s in seeds]
@@ -200,20 +165,29 @@ def _after_proposers(state: IterationState) -> None:
         state.task_source.setdefault(str(task["id"]), "replay")
         tasks.append(task)
     state.replay.add([dict(t) for t in valid])
+    for task in state.replay.take_higher_order():  # validated from the last iteration's failed attempts
+        state.task_source[str(task["id"])] = "higher_order"
+        tasks.append(task)
     state.tasks = tasks
+
+
+def _tracked(state: IterationState, make: Callable[[], Any]) -> Callable[[], Any]:
+    """One episode's env factory, recorded in the iteration's env log when it keeps one."""
+    return state.env_log.track(make) if state.env_log is not None else make
 
 
 def _plan_solvers(state: IterationState) -> list[tuple[EpisodeSpec, str]]:
     game, config = state.game, state.config
-    make = _make(game.solver_env, game.max_turns(config), {})
+    make = _make(game.solver_env, state, {})
     size = game.group_size(config)
     specs = []
     for task in state.tasks:
         group = f"it{state.iteration}:{task['id']}"
         specs += [
-            (EpisodeSpec(make, seed=0, options={"task": task}, env_id=game.solver_env, group_id=group), group)
+            (EpisodeSpec(_tracked(state, make), seed=0, options={"task": task}, env_id=game.solver_env, group_id=group),
+             group)
             for _ in range(size)
-        ]
+        ]  # fmt: skip
     if game.draws_tasks(config):
         specs += _drawn_groups(state, config.drawn_tasks, f"it{state.iteration}")
     return specs
@@ -222,13 +196,13 @@ def _plan_solvers(state: IterationState) -> list[tuple[EpisodeSpec, str]]:
 def _drawn_groups(state: IterationState, n: int, prefix: str) -> list[tuple[EpisodeSpec, str]]:
     """G attempts at each of ``n`` tasks drawn from the solver env's own source."""
     game = state.game
-    make = _make(game.solver_env, game.max_turns(state.config), {})
+    make = _make(game.solver_env, state, {})
     specs = []
     # The same seed draws the same task in every attempt; the runner samples each attempt apart.
     for seed in state.rng.integers(0, 2**31 - 1, size=n):
         group = f"{prefix}:drawn{int(seed)}"
         specs += [
-            (EpisodeSpec(make, seed=int(seed), env_id=game.solver_env, group_id=group), group)
+            (EpisodeSpec(_tracked(state, make), seed=int(seed), env_id=game.solver_env, group_id=group), group)
             for _ in range(game.group_size(state.config))
         ]
     return specs
@@ -242,18 +216,14 @@ def _by_group(state: IterationState, role: str) -> dict[str, list[Episode]]:
     return by_group
 
 
-def _cut_short(eps: list[Episode]) -> bool:
-    """Whether an infrastructure or agent error ended one of a group's episodes (the group is dropped)."""
-    return any(end_reason(ep) in ("env_error", "agent_error") for ep in eps)
-
-
 def spread_groups(state: IterationState) -> int:
-    """Solver groups played so far whose rewards differ (and that no error cut short): the ones that teach."""
-    return sum(
-        len({_solver_reward(ep, state) for ep in eps}) > 1
-        for eps in _by_group(state, "solver").values()
-        if not _cut_short(eps)
-    )
+    """Solver groups played so far whose scored rewards differ (and that no error cut short): the ones that teach."""
+    spread = 0
+    for eps in _by_group(state, "solver").values():
+        if not cut_short(eps):
+            rewards = {reward for reward, how in (score(SOLVER, ep, state) for ep in eps) if not is_masked(how)}
+            spread += len(rewards) > 1
+    return spread
 
 
 def _top_up_solvers(state: IterationState, round_: int) -> list[tuple[EpisodeSpec, str]]:
@@ -271,78 +241,53 @@ def _top_up_solvers(state: IterationState, round_: int) -> list[tuple[EpisodeSpe
     return _drawn_groups(state, config.drawn_tasks, f"it{state.iteration}:top{round_ + 1}")
 
 
-def solved(episode: Episode) -> bool:
-    """Whether a solver episode succeeded (a positive outcome reward, no error)."""
-    return episode.error is None and float(episode.outcome.get("reward", episode.reward)) > 0
-
-
 def _after_solvers(state: IterationState) -> None:
+    """Each task's solve rate over the attempts that ended by the policy's own doing.
+
+    A group an error cut short is dropped and yields no rate (an errored attempt is not a failed one:
+    counting it unsolved would pay a proposer for crashing its solvers); masked truncations are not
+    counted either, and a group with nothing left has no rate.
+    """
     for group, eps in _by_group(state, "solver").items():
         task_id = str(eps[0].task.get("id", group))
-        state.solve_rate[task_id] = sum(solved(ep) for ep in eps) / len(eps)
+        if cut_short(eps):
+            state.unrated[task_id] = MASKED_DROPPED_GROUP
+            continue
+        scored = [ep for ep in eps if not is_masked(score(SOLVER, ep, state)[1])]
+        if not scored:
+            state.unrated[task_id] = MASKED_UNSCORED_GROUP
+            continue
+        solves = [not cut_by_runner(ep) and state.game.solved(ep.outcome) for ep in scored]
+        state.solve_rate[task_id] = sum(solves) / len(solves)
 
 
-def _proposer_reward(ep: Episode, state: IterationState) -> float:
+def _proposer_reward(ep: Episode, state: IterationState) -> tuple[float, str]:
     task = state.game.solver_task(ep.outcome) if ep.error is None else None
     if task is None:
-        return state.game.proposer_reward(False, None)
+        return state.rewards.proposer(False, None), OUTCOME
     rate = state.solve_rate.get(str(task["id"]))
-    # A valid proposal whose solver group was dropped has no solve rate: it has no reward to learn from.
-    return state.game.proposer_reward(True, rate) if rate is not None else float("nan")
+    if rate is None:  # no attempt of its solvers counts: no reward to learn from, neither 1 nor 0
+        return float("nan"), state.unrated.get(str(task["id"]), MASKED_DROPPED_GROUP)
+    return state.rewards.proposer(True, rate), OUTCOME
 
 
-def _solver_reward(ep: Episode, state: IterationState) -> float:
-    return float(ep.outcome.get("reward", ep.reward))
+def _solver_reward(ep: Episode, state: IterationState) -> tuple[float, str]:
+    return float(ep.outcome.get("reward", ep.reward)), OUTCOME
 
 
-ROLES: tuple[Role, ...] = (
-    Role("proposer", lambda game: game.proposer_env, _plan_proposers, _proposer_reward, _after_proposers),
-    Role("solver", lambda game: game.solver_env, _plan_solvers, _solver_reward, _after_solvers, _top_up_solvers),
-)
+def score(role: Role, ep: Episode, state: IterationState) -> tuple[float, str]:
+    """An episode's outcome reward and how it came: the env's, or a runner truncation's (one rule for every role)."""
+    if cut_by_runner(ep):
+        return truncation_score(role.name, state.rewards, state.config.overlong)
+    return role.reward(ep, state)
+
+
+PROPOSER = Role("proposer", lambda game: game.proposer_env, _plan_proposers, _proposer_reward, _after_proposers)
+SOLVER = Role("solver", lambda game: game.solver_env, _plan_solvers, _solver_reward, _after_solvers, _top_up_solvers)
+ROLES: tuple[Role, ...] = (PROPOSER, SOLVER)
 
 
 # ---------------------------------------------------------------------------------- the games
-
-
-def _search_solver_task(outcome: dict[str, Any]) -> dict[str, Any] | None:
-    """A valid question's solver task, its id from its whole content.
-
-    A solver group and its proposer's solve rate are keyed by this id, so two different tasks must
-    never share it.
-    """
-    if not outcome.get("valid") or not outcome.get("question"):
-        return None
-    task = {"question": outcome["question"], "answers": list(outcome.get("answers") or [outcome["answer"]])}
-    return {"id": content_id(task, "proposed"), **task}
-
-
-def _search_proposer_reward(valid: bool, rate: float | None) -> float:
-    from sparring.envs.search.rewards import proposer_reward
-
-    return proposer_reward(rate, valid)
-
-
-def _swe_proposer_reward(valid: bool, rate: float | None) -> float:
-    from sparring.envs.swe.rewards import injector_reward
-
-    return injector_reward(valid, rate)
-
-
-def _search_preflight(config: TrainConfig) -> None:
-    from sparring.envs.search.corpus import Corpus
-
-    corpus = Corpus.open()  # the envs' default corpus: missing or of an older format is one sentence
-    try:
-        corpus.require_current_format()
-    finally:
-        corpus.close()
-
-
-def _search_proposer_kwargs(policy: Any, config: TrainConfig) -> dict[str, Any]:
-    from sparring.agents.answering import generator_answer_fn
-    from sparring.envs.search.validation import PolicyValidator
-
-    return {"validator": PolicyValidator(generator_answer_fn(policy))} if hasattr(policy, "tokenizer") else {}
 
 
 GAMES: dict[str, Game] = {
@@ -352,10 +297,10 @@ GAMES: dict[str, Game] = {
         "sparring/SearchAnswer-v0",
         group_size=lambda config: config.search_group,
         max_turns=lambda config: config.search_max_turns,
-        solver_task=_search_solver_task,
-        proposer_reward=_search_proposer_reward,
-        proposer_kwargs=_search_proposer_kwargs,
-        preflight=_search_preflight,
+        solver_task=search_solver_task,
+        solved=lambda outcome: float(outcome.get("em", 0.0)) >= 1.0,
+        proposer_kwargs=search_proposer_kwargs,
+        preflight=search_preflight,
     ),
     "swe": Game(
         "swe",
@@ -364,11 +309,18 @@ GAMES: dict[str, Game] = {
         group_size=lambda config: config.swe_group,
         max_turns=lambda config: config.swe_max_turns,
         solver_task=lambda outcome: outcome.get("solver_task"),
-        proposer_reward=_swe_proposer_reward,
+        solved=lambda outcome: bool(outcome.get("solved")),
         plays_proposer=lambda config: config.swe_tasks in ("policy", "mix"),
         draws_tasks=lambda config: config.swe_tasks in ("procedural", "mix"),
+        higher_order=higher_order_tasks,
     ),
 }
+
+
+def solved(episode: Episode) -> bool:
+    """Whether a solver episode succeeded: the env's verdict (no error, not cut short by the runner)."""
+    game = GAMES.get(episode.domain)
+    return episode.error is None and not cut_by_runner(episode) and game is not None and game.solved(episode.outcome)
 
 
 # ------------------------------------------------------------------------------- an iteration
@@ -404,26 +356,16 @@ def _turn_rewards(ep: Episode) -> list[float]:
     return rewards
 
 
-def play_iteration(
-    game: Game,
-    policy: Any,
-    config: TrainConfig,
-    iteration: int,
-    rng: np.random.Generator,
-    replay: ReplayBuffer,
-    runner_config: RunnerConfig | None = None,
-) -> IterationResult:
-    """Play one iteration of ``game`` with ``policy``; return its rollouts with rewards and groups."""
+def _runner(policy: Any, config: TrainConfig, rng: np.random.Generator) -> EpisodeRunner:
     sampling = SamplingParams(
         temperature=config.temperature,
         top_p=config.top_p,
         max_new_tokens=config.max_new_tokens,
         seed=int(rng.integers(0, 2**31 - 1)),
     )
-    runner = EpisodeRunner(
+    return EpisodeRunner(
         policy,
-        runner_config
-        or RunnerConfig(
+        RunnerConfig(
             concurrency=config.concurrency,
             sampling=sampling,
             max_seconds=config.episode_seconds,
@@ -431,66 +373,108 @@ def play_iteration(
             progress=False,
         ),
     )
-    state = IterationState(game, iteration, config, rng, replay, proposer_kwargs=game.proposer_kwargs(policy, config))
+
+
+def _play_roles(state: IterationState, runner: EpisodeRunner) -> dict[str, float]:
+    """Play every role in order (with its top-up rounds), each role's bookkeeping once its episodes are in."""
     stats: dict[str, float] = {}
     env_wait = wall = 0.0
     for role in ROLES:
         planned = role.plan(state)
-        state.episodes[role.name], state.groups[role.name] = [], []
+        state.episodes[role.name], state.groups[role.name], state.specs[role.name] = [], [], []
         rounds = 0
         while planned:
-            played = _play(runner, planned, config.retries)
+            played = _play(runner, planned, state.config.retries)
             wall += runner.stats.wall_seconds
             env_wait += runner.stats.env_wait_seconds
             state.episodes[role.name] += played
             state.groups[role.name] += [group for _, group in planned]
+            state.specs[role.name] += [spec for spec, _ in planned]
             planned = role.top_up(state, rounds)
             rounds += bool(planned)
         stats[f"{role.name}/top_up_rounds"] = rounds
         role.after(state)
-    rollouts = []
+    stats["env_wait_fraction"] = env_wait / wall if wall else 0.0
+    return stats
+
+
+def _rollouts(state: IterationState) -> tuple[list[Rollout], dict[str, float]]:
+    """Every role's rollouts, scored, and what to log of them; groups an error cut short are dropped whole."""
+    rollouts: list[Rollout] = []
+    stats: dict[str, float] = {}
     for role in ROLES:
+        mine: list[Rollout] = []
         dropped = 0
         for group, eps in _by_group(state, role.name).items():
-            if _cut_short(eps):
+            if cut_short(eps):
                 dropped += 1  # a partial group would bias its baseline
                 continue
             for ep in eps:
-                reward = role.reward(ep, state)
-                if reward != reward:  # NaN: no reward can be known for it (its solvers were dropped)
-                    continue
-                key = (game.domain, role.name, group)
-                rollouts.append(Rollout(ep, reward, _turn_rewards(ep), key, end_reason(ep)))
+                reward, how = score(role, ep, state)
+                key = (state.game.domain, role.name, group)
+                mine.append(Rollout(ep, reward, _turn_rewards(ep), key, end_reason(ep), how))
+        rollouts += mine
         state.dropped[role.name] = dropped
         eps = state.episodes[role.name]
         stats[f"{role.name}/episodes"] = len(eps)
         stats[f"{role.name}/dropped_groups"] = dropped
+        for how in SCORINGS[1:]:  # truncations scored or masked, proposals masked: every count, zeros included
+            stats[f"{role.name}/{how}"] = sum(r.scoring == how for r in mine)
         if eps:
-            mine = [r.reward for r in rollouts if r.role == role.name]
-            stats[f"{role.name}/reward_mean"] = float(np.mean(mine)) if mine else 0.0
+            scored = [r.reward for r in mine if not r.masked]
+            stats[f"{role.name}/reward_mean"] = float(np.mean(scored)) if scored else 0.0
             stats[f"{role.name}/turns_mean"] = float(np.mean([len(ep.turns) for ep in eps]))
             for reason in END_REASONS:
                 stats[f"{role.name}/end/{reason}"] = sum(end_reason(ep) == reason for ep in eps)
+    return rollouts, stats
+
+
+def _proposal_stats(state: IterationState) -> dict[str, float]:
+    """The share of valid proposals and the count of each reason an invalid one gave."""
     proposers = state.episodes["proposer"]
-    if proposers:
-        valid = [ep for ep in proposers if ep.error is None and game.solver_task(ep.outcome)]
-        stats["proposer/valid_rate"] = len(valid) / len(proposers)
-        reasons: dict[str, int] = {}
-        for ep in proposers:
-            if ep not in valid:
-                for why in ep.outcome.get("reasons") or [ep.outcome.get("status") or end_reason(ep)]:
-                    name = reason_name(why)  # one series per kind of reason
-                    reasons[name] = reasons.get(name, 0) + 1
-        for why, count in reasons.items():
-            stats[f"proposer/invalid/{why}"] = count
-    if state.solve_rate:
-        rates = list(state.solve_rate.values())
-        stats["solver/solve_rate"] = float(np.mean(rates))
-        stats["solver/tasks"] = len(rates)
-        for lo in (0.0, 0.25, 0.5, 0.75):
-            hi = lo + 0.25
-            stats[f"solver/solve_rate_hist/{lo:.2f}"] = sum(lo <= r < hi or (hi == 1.0 and r == 1.0) for r in rates)
-    stats["env_wait_fraction"] = env_wait / wall if wall else 0.0
+    if not proposers:
+        return {}
+    valid = [ep for ep in proposers if ep.error is None and state.game.solver_task(ep.outcome)]
+    stats = {"proposer/valid_rate": len(valid) / len(proposers)}
+    for ep in proposers:
+        if ep not in valid:
+            for why in ep.outcome.get("reasons") or [ep.outcome.get("status") or end_reason(ep)]:
+                name = f"proposer/invalid/{reason_name(why)}"  # one series per kind of reason
+                stats[name] = stats.get(name, 0) + 1
+    return stats
+
+
+def _solve_rate_stats(state: IterationState) -> dict[str, float]:
+    if not state.solve_rate:
+        return {}
+    rates = list(state.solve_rate.values())
+    stats = {"solver/solve_rate": float(np.mean(rates)), "solver/tasks": len(rates)}
+    for lo in (0.0, 0.25, 0.5, 0.75):
+        hi = lo + 0.25
+        stats[f"solver/solve_rate_hist/{lo:.2f}"] = sum(lo <= r < hi or (hi == 1.0 and r == 1.0) for r in rates)
+    return stats
+
+
+def play_iteration(
+    game: Game,
+    policy: Any,
+    config: TrainConfig,
+    iteration: int,
+    rng: np.random.Generator,
+    replay: ReplayBuffer,
+) -> IterationResult:
+    """Play one iteration of ``game`` with ``policy``; return its rollouts with rewards and groups."""
+    runner = _runner(policy, config, rng)
+    state = IterationState(
+        game, iteration, config, rng, replay, rewards=reward_settings(config, game.domain),
+        proposer_kwargs=game.proposer_kwargs(policy, config),
+        env_log=EnvLog() if game.higher_order and config.order2 else None,
+    )  # fmt: skip
+    stats = _play_roles(state, runner)
+    rollouts, scored = _rollouts(state)
+    stats |= scored | _proposal_stats(state) | _solve_rate_stats(state)
+    if game.higher_order is not None:
+        stats |= game.higher_order(state)
     stats["tasks/replayed"] = sum(1 for s in state.task_source.values() if s == "replay")
     replay.tick(iteration)
     return IterationResult(game.domain, rollouts, stats)

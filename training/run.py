@@ -21,7 +21,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from sparring import SparringError
 from sparring.training import heldout
-from sparring.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from sparring.training.checkpoint import (
+    latest_checkpoint,
+    load_checkpoint,
+    load_weights,
+    save_checkpoint,
+    start_checkpoint,
+)
 from sparring.training.config import TrainConfig
 from sparring.training.demos import demonstrations
 from sparring.training.game import GAMES
@@ -154,7 +160,10 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
         save_checkpoint(trainer)
         release()
     trainer.warm_started = True
-    trainer.freeze_reference()
+    if config.kl_coef > 0 and trainer.iteration == 0 and start_checkpoint(out) is None:
+        save_checkpoint(trainer)  # the policy at the start of self-play: the KL reference of a resumed run too
+    start = start_checkpoint(out)
+    trainer.freeze_reference(None if start is None else lambda model: load_weights(model, start))
     progress = Progress(
         TextColumn("[bold]iteration"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console,
         disable=not main,

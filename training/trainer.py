@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from sparring.training.loss import LossConfig, policy_loss
 from sparring.training.memory import release
 from sparring.training.sequences import Sequence, action_logprobs, action_scores, to_sequence
 
-__all__ = ["Trainer", "UpdateStats"]
+__all__ = ["Trainer", "UpdateStats", "mini_batches"]
 
 
 @dataclass
@@ -189,15 +190,15 @@ class Trainer:
         return stats
 
     def credit(self, rollouts: list[Rollout]) -> tuple[list[Rollout], list[np.ndarray], int]:
-        """Token advantages of ``rollouts`` (after dropping zero-variance groups when configured)."""
+        """Token advantages of ``rollouts``: masked ones left out first (of the loss and of their groups'
+        baselines), then zero-variance groups when configured."""
         cfg = self.config
         dropped = 0
+        rollouts = [r for r in rollouts if not r.masked]  # the game decided which have no reward
         if cfg.drop_zero_variance and rollouts:
             flat = zero_variance_groups([r.reward for r in rollouts], [r.group for r in rollouts])
             dropped = len(flat)
             rollouts = [r for r in rollouts if r.group not in flat]
-        if cfg.overlong == "mask":
-            rollouts = [r for r in rollouts if r.reason not in ("overlong", "timeout")]
         rollouts = [r for r in rollouts if r.episode.token_ids]
         if not rollouts:
             return [], [], dropped
@@ -230,10 +231,10 @@ class Trainer:
             }
         temperature = cfg.temperature if cfg.temperature > 0 else 1.0
         with self._training():
-            parts = np.array_split(np.arange(len(sequences)), cfg.updates_per_iteration)
-            later = [sequences[int(i)] for part in parts[1:] for i in part]
-            with torch.no_grad(), self._autocast(cfg.update_bf16):  # the first mini-batch has its own pre-step ones
-                old = {id(seq): action_logprobs(self.model, seq, temperature) for seq in later}
+            parts = mini_batches(len(sequences), cfg.updates_per_iteration, self.rng)
+            # The first mini-batch's are its own trained pass's (detached) unless dropout makes that pass noisy.
+            needed = parts[1:] if not _has_dropout(self.policy_model) else parts
+            old = self.old_logprobs([sequences[int(i)] for part in needed for i in part], temperature)
             for part in parts:
                 chunk = [sequences[int(i)] for i in part]
                 collected: list[dict[str, float]] = []
@@ -272,6 +273,21 @@ class Trainer:
         stats.seconds = time.perf_counter() - t0
         return stats
 
+    def old_logprobs(self, sequences: list[Sequence], temperature: float) -> dict[int, torch.Tensor]:
+        """The logprobs of ``sequences`` before this iteration's first step, by ``id``: the PPO ratio's denominator.
+
+        Computed with the model in eval mode (dropout off, as the generator sampled), train mode restored after.
+        """
+        if not sequences:
+            return {}
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad(), self._autocast(self.config.update_bf16):
+                return {id(seq): action_logprobs(self.model, seq, temperature) for seq in sequences}
+        finally:
+            self.model.train(was_training)
+
     # ------------------------------------------------------------------------------- the run
 
     def play(self, game_name: str) -> tuple[list[Rollout], dict[str, float]]:
@@ -281,17 +297,25 @@ class Trainer:
         )
         return result.rollouts, result.stats
 
-    def freeze_reference(self) -> None:
-        """Keep a frozen copy of the policy as the KL reference (only when the KL is on)."""
+    def freeze_reference(self, load_start: Callable[[torch.nn.Module], None] | None = None) -> None:
+        """Keep a frozen copy of the policy at the start of self-play as the KL reference (only when the KL is on).
+
+        Args:
+            load_start: Loads the weights of the policy at the start of self-play (the warm start's checkpoint)
+                into the copy, whatever the policy has become since (a resumed run). None: the policy as it is.
+        """
         if self.config.kl_coef > 0 and self.reference is None:
             import copy
 
-            self.reference = copy.deepcopy(self.policy_model).eval()
-            if self.config.update_bf16:  # its modules' own forward, which autocast runs in bfloat16 (packed
-                # float32 linears refuse a bfloat16 input; 900 tokens: 1.13 s against 1.56 s packed in float32)
-                from sparring.agents.cpu_linear import unpack_linears
+            from sparring.agents.cpu_linear import pack_linears, unpack_linears
 
-                unpack_linears(self.reference)
+            self.reference = copy.deepcopy(self.policy_model).eval()
+            unpack_linears(self.reference)  # packed linears compute with the copy of the weights they were made from
+            if load_start is not None:
+                load_start(self.reference)
+            if not self.config.update_bf16:  # with it, the modules' own forward, which autocast runs in bfloat16
+                # (packed float32 linears refuse a bfloat16 input; 900 tokens: 1.13 s against 1.56 s packed in float32)
+                pack_linears(self.reference)
             for p in self.reference.parameters():
                 p.requires_grad_(False)
 
@@ -313,6 +337,29 @@ def _optimizer(config: TrainConfig, parameters: Any) -> torch.optim.Optimizer:
         return Adafactor(parameters, lr=config.lr, weight_decay=config.weight_decay, scale_parameter=False,
                          relative_step=False, warmup_init=False)  # fmt: skip
     return torch.optim.AdamW(parameters, lr=config.lr, weight_decay=config.weight_decay)
+
+
+def mini_batches(count: int, parts: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Indices of ``count`` sequences shuffled with ``rng`` and split into ``parts`` mini-batches.
+
+    Rollouts come in play order (proposers, then solvers, group by group): contiguous slices would make each
+    optimizer step one role's or a few groups' alone.
+
+    Example:
+        >>> sorted(int(i) for part in mini_batches(5, 2, np.random.default_rng(0)) for i in part)
+        [0, 1, 2, 3, 4]
+    """
+    if parts == 1:  # one step takes them all: nothing to shuffle, and the run's random stream stays as it was
+        return [np.arange(count)]
+    return np.array_split(rng.permutation(count), parts)
+
+
+def _has_dropout(model: Any) -> bool:
+    """Whether the model drops anything in train mode (a dropout module or a dropout rate in its config)."""
+    if any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules()):
+        return True
+    settings: dict[str, Any] = getattr(getattr(model, "config", None), "to_dict", dict)()
+    return any(isinstance(v, float) and v > 0 and ("dropout" in k or "pdrop" in k) for k, v in settings.items())
 
 
 def _chunks(sequences: list[Sequence], size: int) -> list[list[Sequence]]:

@@ -17,16 +17,15 @@ trainer does); without one the env only runs the model-free
 ``"grounding"``.
 
 Reward: ``rewards.proposer_invalid`` (0) for an invalid question. A valid question's reward is
-``1 − solve rate`` (:func:`~sparring.envs.search.rewards.proposer_reward`), which needs solver
-episodes: pass ``solve_rate_fn`` to compute it in the env, otherwise the terminal reward is 0,
-``outcome["reward_pending"]`` is True and the trainer fills it in.
+``1 − solve rate`` (:meth:`~sparring.envs.search.rewards.SearchRewards.proposer`), which needs the
+solvers' episodes: the env ends a valid question with 0, and the trainer's game, which plays the
+solvers, computes it with the same ``rewards``.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable
 from typing import Any
 
 from sparring import SparringError
@@ -98,7 +97,6 @@ class SearchProposeEnv(SearchToolEnv):
         noise_docs: int = 4,
         noise_pool: NoisePool | None = None,
         max_hops: int = 3,
-        solve_rate_fn: Callable[[dict[str, Any]], float] | None = None,
         seed_sources: tuple[str, ...] | None = None,
         **kwargs: Any,
     ):
@@ -117,9 +115,6 @@ class SearchProposeEnv(SearchToolEnv):
             noise_pool: Pool of documents from other proposals (shared across envs); a private
                 pool is made when None.
             max_hops: Hop counts are drawn from 1..max_hops.
-            solve_rate_fn: Given the validated task (``question``, ``answers``: the seed's accepted
-                answers), returns the solver's solve rate; when set, valid questions get
-                ``1 − solve rate`` at once.
             seed_sources: Draw seeds only from documents of these sources (the id prefix before
                 ``:``, e.g. ``("foldoc", "jargon")``); None draws from every source.
             **kwargs: See :class:`~sparring.envs.search.search_env.SearchToolEnv`.
@@ -136,7 +131,6 @@ class SearchProposeEnv(SearchToolEnv):
         self.noise_docs = int(noise_docs)
         self.noise_pool = noise_pool or NoisePool()
         self.max_hops = int(max_hops)
-        self.solve_rate_fn = solve_rate_fn
         self.seed_sources = seed_sources
         self._seeds: list[dict[str, Any]] | None = None
 
@@ -206,12 +200,7 @@ class SearchProposeEnv(SearchToolEnv):
         outcome["noise"] = proposal.noise  # with "documents": the evidence validation showed, to replay it
         if not verdict.valid:
             return outcome, proposer_reward(None, valid=False, rewards=self.rewards)
-        if self.solve_rate_fn is None:
-            outcome["reward_pending"] = True
-            return outcome, 0.0
-        solve_rate = float(self.solve_rate_fn({"question": question, "answers": answers}))
-        outcome["solve_rate"] = solve_rate
-        return outcome, proposer_reward(solve_rate, rewards=self.rewards)
+        return outcome, 0.0
 
     @tool(example={"question": EXAMPLE_QUESTION})
     def question(self, question: str) -> str:

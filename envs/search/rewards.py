@@ -28,6 +28,18 @@ class SearchRewards:
     proposer_invalid: float = 0.0
     """Proposer reward for a question the filters or the validator reject."""
 
+    def proposer(self, valid: bool, solve_rate: float | None) -> float:
+        """The proposer's reward from its validity and its task's solve rate (:func:`proposer_reward`)."""
+        return proposer_reward(solve_rate, valid, self)
+
+    def unfinished(self, role: str) -> float:
+        """What an episode of ``role`` that ended without a submission earns: the env's turn-limit reward.
+
+        The solver's is a wrong answer's, the proposer's an invalid question's; a trainer gives an episode
+        it cut short (time, context) the same, so that running out is never better than answering.
+        """
+        return self.solver_wrong if role == "solver" else self.proposer_invalid
+
 
 def solver_reward(prediction: str, answers: list[str], rewards: SearchRewards | None = None) -> float:
     """The solver's outcome reward for ``prediction`` against the accepted ``answers``."""

@@ -11,9 +11,9 @@ ends with the verdict in ``info["outcome"]``.
 The injector's real reward needs the solvers' results: the terminal step gives
 ``rewards.injector_invalid`` for an invalid artifact and 0 for a valid one. A valid artifact's
 outcome carries ``solver_task``, the repair task (:func:`~sparring.envs.swe.tasks.repair_task`)
-for ``SWERepair-v0``, and ``reward_pending``: the trainer plays solvers on the task and calls
-:func:`~sparring.envs.swe.rewards.injector_reward` with their solve rate (or
-:meth:`SWEInjectEnv.final_reward`).
+for ``SWERepair-v0``: the trainer's game plays solvers on the task and computes the injector's
+reward from their solve rate with the same ``rewards``
+(:meth:`~sparring.envs.swe.rewards.SWERewards.proposer`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from sparring.containers.channel import FileTooLargeError
 from sparring.containers.pools import PoolSet
 from sparring.envs.core import TextEnv
 from sparring.envs.swe.bugs.artifact import ARTIFACT_FILES, JUNIT_PATH, BugArtifact
-from sparring.envs.swe.rewards import SWERewards, injector_reward
+from sparring.envs.swe.rewards import SWERewards
 from sparring.envs.swe.tasks import repair_task
 from sparring.envs.swe.tools import SandboxTools
 from sparring.envs.swe.validation import MAX_ARTIFACT_BYTES, ValidationConfig, ValidationResult, validate_artifact
@@ -200,16 +200,10 @@ class SWEInjectEnv(SandboxTools, TextEnv):
             # The link of the game: solvers play this task, and their solve rate sets the reward.
             image = self._task["image"]
             outcome["solver_task"] = repair_task(artifact, result.fail_to_pass, result.pass_to_pass, image, result)
-            outcome["reward_pending"] = True
         self._finish(outcome, 0.0 if result.valid else self.rewards.injector_invalid)
         if result.valid:
             return f"The bug is valid: {len(result.fail_to_pass)} test(s) fail with it."
         return f"The bug is invalid ({result.reason}): {result.detail}"
-
-    def final_reward(self, solve_rate: float | None) -> float:
-        """The injector's reward for the last episode once the solvers' solve rate is known."""
-        valid = self.last_validation is not None and self.last_validation.valid
-        return injector_reward(valid, solve_rate if valid else None, self.rewards)
 
     def _on_turn_limit(self) -> tuple[dict[str, Any], float]:
         self._release()

@@ -29,6 +29,19 @@ class SWERewards:
     injector_invalid: float = -1.0
     """Injector reward for an artifact that fails validation (or no artifact)."""
 
+    def proposer(self, valid: bool, solve_rate: float | None) -> float:
+        """The injector's reward from its validity and its bug's solve rate (:func:`injector_reward`)."""
+        return injector_reward(valid, solve_rate, self)
+
+    def unfinished(self, role: str) -> float:
+        """What an episode of ``role`` that ended without a submission earns: the env's turn-limit reward.
+
+        The solver's is an unsolved repair's (−1), the injector's an invalid artifact's; a trainer gives an
+        episode it cut short (time, context) the same, so that running out never pays better than a wrong
+        submission.
+        """
+        return self.solver_unsolved if role == "solver" else self.injector_invalid
+
 
 def solver_reward(solved: bool, rewards: SWERewards | None = None) -> float:
     """``solver_solved`` if the repair was graded solved, else ``solver_unsolved``."""

@@ -74,7 +74,7 @@ def test_a_scripted_proposer_is_accepted_by_the_policy_through_the_env(bm25: BM2
     outcome = info["outcome"]
     assert terminated and obs == "Question accepted."
     assert outcome["valid"] and outcome["reasons"] == [] and outcome["validator"] == "policy"
-    assert outcome["validator_answer"] == "Iron" and outcome["reward_pending"] and reward == 0.0
+    assert outcome["validator_answer"] == "Iron" and reward == 0.0
     env.close()
 
 

@@ -10,8 +10,9 @@ import pytest
 from tests.conftest import require
 
 
-def tiny_model(tokenizer: Any, seed: int = 0) -> Any:
-    """A two-layer Llama with SmolLM2's vocabulary: real code paths, milliseconds per step."""
+def tiny_model(tokenizer: Any, seed: int = 0, **settings: Any) -> Any:
+    """A two-layer Llama with SmolLM2's vocabulary: real code paths, milliseconds per step (``settings``: more
+    LlamaConfig fields, e.g. ``attention_dropout``)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -27,6 +28,7 @@ def tiny_model(tokenizer: Any, seed: int = 0) -> Any:
         max_position_embeddings=4096,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
+        **settings,
     )
     return LlamaForCausalLM(config)
 

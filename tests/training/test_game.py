@@ -13,7 +13,7 @@ import pytest
 from sparring.agents import ReplayAgent
 from sparring.agents.demonstrators import DefinitionProposerAgent, DefinitionSearchAgent
 from sparring.agents.runner import EpisodeSpec
-from sparring.envs.swe.rewards import injector_reward
+from sparring.envs.swe.rewards import SWERewards, injector_reward
 from sparring.training.config import load_config
 from sparring.training.game import GAMES, ReplayBuffer, play_iteration
 from tests.envs.swe.bugs import BUGGY_LINE, ORIGINAL_LINE, REPO, SOURCE, files, good_artifact, pool  # noqa: F401
@@ -41,15 +41,18 @@ def test_a_valid_injected_bug_gets_solvers_and_the_injector_its_reward(files: di
         return ReplayAgent([fix, "<submit>restored the 13 case</submit>"] if fixes else ["<submit>none</submit>"])
 
     game = replace(GAMES["swe"], proposer_kwargs=lambda policy, config: {"repos": [REPO]})
-    config = load_config(None, ["games=swe", "swe_tasks=policy", "proposals=1", "swe_group=2", "swe_max_turns=8"])
+    settings = ["swe_alpha=0.5", "swe_solver_unsolved=-0.75"]  # the training config's rewards, not the defaults
+    config = load_config(
+        None, ["games=swe", "swe_tasks=policy", "proposals=1", "swe_group=2", "swe_max_turns=8", *settings]
+    )
     result = play_iteration(game, agents, config, 0, np.random.default_rng(0), ReplayBuffer())
 
     (injector,) = [r for r in result.rollouts if r.role == "proposer"]
     solvers = [r for r in result.rollouts if r.role == "solver"]
     assert injector.episode.outcome["valid"] and injector.reason == "done", injector.episode.outcome
     assert len(solvers) == 2 and {r.episode.task_id for r in solvers} == {injector.episode.outcome["bug_id"]}
-    assert sorted(r.reward for r in solvers) == [-1.0, 1.0] and len({r.group for r in solvers}) == 1
-    assert injector.reward == pytest.approx(injector_reward(True, 0.5))
+    assert sorted(r.reward for r in solvers) == [-0.75, 1.0] and len({r.group for r in solvers}) == 1
+    assert injector.reward == pytest.approx(injector_reward(True, 0.5, SWERewards(alpha=0.5))) == pytest.approx(0.25)
     assert injector.episode.reward == 0.0  # the finished episode is not patched; the rollout holds the reward
     assert result.stats["proposer/valid_rate"] == 1.0 and result.stats["solver/solve_rate"] == 0.5
 
@@ -124,3 +127,47 @@ def test_proposed_search_tasks_that_begin_alike_are_different_groups() -> None:
     ids = [t["id"] for t in tasks if t]
     assert len(ids) == 4 and ids[0] != ids[1] and ids[0] == ids[2] and ids[0] != ids[3]
     assert GAMES["search"].solver_task(iron | {"valid": False}) is None
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_a_failed_repair_becomes_a_validated_order2_bug_that_the_next_iteration_plays(
+    files: dict[str, str],  # noqa: F811
+) -> None:
+    # order2 was a config key nothing read. Self-play SWE-RL: a failed repair applied on top of its bug is a
+    # new bug; it goes through the same validation and its solvers play it like any task.
+    inject = [_call("create", path=f"/tmp/bug/{n}", content=t) for n, t in good_artifact(files).files().items()]
+    inject.append("<submit>/tmp/bug</submit>")
+    worse = "if number % 100 in (11,):"  # a wrong repair: 12 now fails as well
+    lock, attempts = threading.Lock(), []
+
+    def agents(spec: EpisodeSpec) -> ReplayAgent:
+        if "Inject" in spec.env_id:
+            return ReplayAgent(inject)
+        task = (spec.options or {})["task"]
+        with lock:
+            attempts.append(task["id"])
+            first = attempts.count(task["id"]) == 1
+        start = BUGGY_LINE if task.get("order", 1) == 1 else worse
+        edit = _call("str_replace", path=SOURCE, old_str=start, new_str=ORIGINAL_LINE if first else worse)
+        return ReplayAgent([edit, "<submit>the teen case</submit>"])
+
+    game = replace(GAMES["swe"], proposer_kwargs=lambda policy, config: {"repos": [REPO]})
+    base = ["games=swe", "swe_tasks=policy", "swe_group=2", "swe_max_turns=6", "order2=true"]
+    replay = ReplayBuffer()
+    first = play_iteration(game, agents, load_config(None, [*base, "proposals=1"]), 0, np.random.default_rng(0), replay)
+    (injector,) = [r for r in first.rollouts if r.role == "proposer"]
+    assert injector.episode.outcome["valid"], injector.episode.outcome
+    assert first.stats["solver/order2_tried"] == 1 and first.stats["solver/order2_valid"] == 1
+    (order2,) = replay.higher_order
+    assert order2["order"] == 2 and order2["artifact"]["meta"]["parent"] == injector.episode.outcome["bug_id"]
+    assert set(injector.episode.outcome["fail_to_pass"]) < set(order2["fail_to_pass"])  # validated: 12 fails too
+
+    second = play_iteration(
+        game, agents, load_config(None, [*base, "proposals=0"]), 1, np.random.default_rng(1), replay
+    )
+    solvers = [r for r in second.rollouts if r.role == "solver"]
+    assert {r.episode.task_id for r in solvers} == {order2["id"]} and len(solvers) == 2
+    assert sorted(r.reward for r in solvers) == [-1.0, 1.0]  # repairing the order-2 bug restores the original
+    assert replay.higher_order == [] and second.stats["solver/order2_tried"] == 0  # order-2 attempts stop there

@@ -9,8 +9,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 
 from sparring.training.metrics import read_log
 from tests.conftest import default_corpus_built, require
@@ -55,3 +57,39 @@ def test_a_killed_run_resumes_where_its_last_checkpoint_left_it(tiny_model_dir: 
 
     refused = subprocess.run(_train(out, tiny_model_dir), capture_output=True, text=True, env=env)
     assert refused.returncode == 2 and "already holds a run" in " ".join(refused.stderr.split())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_after_a_resume_the_kl_reference_is_the_policy_at_the_start_of_self_play(
+    smol_tokenizer: Any, tmp_path: Path
+) -> None:
+    # The reference was frozen from the weights the run resumed with: after a resume the KL pulled
+    # toward a later policy instead of the warm start the config documents.
+    require(default_corpus_built(), "the default corpus")
+    from safetensors.torch import load_file
+
+    from sparring.training.config import load_config
+    from sparring.training.run import run_training
+    from sparring.training.trainer import Trainer
+    from tests.training.conftest import tiny_model
+
+    def run(iterations: int, resume: bool) -> Trainer:
+        config = load_config(None, [
+            f"out={tmp_path / 'run'}", "games=search", "warm_start=false", f"iterations={iterations}", "kl_coef=0.1",
+            "lr=0.01", "weight_decay=0.5", "proposals=1", "search_group=2", "drawn_tasks=1", "search_max_turns=1",
+            "max_new_tokens=4", "threads=1",
+        ])  # fmt: skip
+        trainer = Trainer(config, model=tiny_model(smol_tokenizer, seed=iterations), tokenizer=smol_tokenizer)
+        run_training(config, resume=resume, trainer=trainer)
+        return trainer
+
+    run(1, resume=False)
+    trainer = run(2, resume=True)
+    checkpoints = tmp_path / "run" / "checkpoints"
+    start = load_file(str(checkpoints / "iter-000000" / "model" / "model.safetensors"))
+    resumed = load_file(str(checkpoints / "iter-000001" / "model" / "model.safetensors"))
+    assert trainer.reference is not None
+    reference = trainer.reference.state_dict()
+    assert all(torch.equal(reference[k], v) for k, v in start.items())
+    assert any(not torch.equal(start[k], resumed[k]) for k in start)  # the policy had moved on from it

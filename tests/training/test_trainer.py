@@ -92,7 +92,8 @@ def test_later_mini_batches_are_scored_against_the_logprobs_before_the_first_ste
     after = [_logprob(trainer, r.episode) for r in rollouts]
     extra = stats.extra or {}
     assert stats.sequences == 4
-    assert all((a > b) == (r.reward > 0) for a, b, r in zip(after, before, rollouts, strict=True))
+    gaps = [(after[i] - after[i + 1]) - (before[i] - before[i + 1]) for i in (0, 2)]
+    assert all(gap > 0 for gap in gaps), gaps  # each group's better episode gained on its worse one
     if updates == 1:
         assert extra["ratio_dev"] == pytest.approx(0.0, abs=1e-6)
         assert extra["kl"] == 0.0  # the reference is the policy before the step, scored in the same precision
@@ -167,15 +168,62 @@ def test_equal_rewards_are_no_signal_and_are_dropped(smol_tokenizer: Any, tmp_pa
     assert all(torch.equal(a, b) for a, b in zip(weights, trainer.model.parameters(), strict=True))
 
 
-def test_overlong_episodes_are_masked_by_default(smol_tokenizer: Any, tmp_path: Path) -> None:
+def test_masked_rollouts_are_left_out_of_the_loss_and_of_their_groups_baseline(
+    smol_tokenizer: Any, tmp_path: Path
+) -> None:
     trainer = _trainer(smol_tokenizer, tmp_path)
     group = ("search", "solver", "g")
     rollouts = [
         Rollout(_episode([1, 2], [3, 4], 1.0), 1.0, [0.0], group, "done"),
-        Rollout(_episode([1, 2], [5, 6], 0.0), 0.0, [0.0], group, "overlong"),
+        Rollout(_episode([1, 2], [5, 6], 0.0), 0.0, [0.0], group, "overlong", "truncated_scored"),
+        Rollout(_episode([1, 2], [7, 8], 0.0), float("nan"), [0.0], group, "overlong", "truncated_masked"),
     ]
-    kept, advantages, _ = trainer.credit(rollouts)
-    assert [r.reason for r in kept] == ["done"]
+    kept, advantages, dropped = trainer.credit(rollouts)
+    assert [r.scoring for r in kept] == ["outcome", "truncated_scored"] and dropped == 0
+    assert all(np.isfinite(a).all() for a in advantages)
+    # a masked rollout does not keep an otherwise flat group alive, nor feed it a NaN
+    kept, _, dropped = trainer.credit([rollouts[0], rollouts[2]])
+    assert kept == [] and dropped == 1
+
+
+def test_old_logprobs_are_taken_with_dropout_off_and_mini_batches_mix_roles_and_groups(
+    smol_tokenizer: Any, tmp_path: Path
+) -> None:
+    """With dropout on, old logprobs in train mode were noise: the importance weight to the generator's
+    logprobs (taken in eval mode) was far from 1 for the very weights that sampled the tokens. Mini-batches
+    were contiguous slices of play order: the first step saw only proposers."""
+    config = load_config(None, [f"out={tmp_path / 'run'}", "games=search", "threads=1", "updates_per_iteration=2",
+                                "lr=1e-9", "std_scale=false"])  # fmt: skip
+    model = tiny_model(smol_tokenizer, attention_dropout=0.5)  # Llama applies it in train mode only
+    trainer = Trainer(config, model=model, tokenizer=smol_tokenizer)
+    trainer.model.eval()  # as the generator samples (a model built here starts in train mode)
+    rollouts = []
+    for r, role in enumerate(("proposer", "solver")):
+        for g in range(2):
+            group = ("search", role, f"{role}{g}")
+            for k, reward in enumerate((1.0, 0.0)):
+                ep = _episode([1, 2, 3 + 10 * r, 4 + g], [5 + 3 * k, 6 + 3 * k, 7 + 3 * k] * 4, reward)
+                with torch.no_grad():  # the generator's logprobs: the weights that sampled, dropout off
+                    ep.logprobs = [0.0] * 4 + action_logprobs(trainer.model, to_sequence(ep)).tolist()
+                rollouts.append(Rollout(ep, reward, [0.0], group, "done"))
+    trainer.model.train()
+    sequences = [to_sequence(r.episode) for r in rollouts[:2]]
+    first, again = trainer.old_logprobs(sequences, 1.0), trainer.old_logprobs(sequences, 1.0)
+    assert trainer.model.training  # train mode is restored after
+    assert all(torch.equal(first[id(s)], again[id(s)]) for s in sequences)  # no dropout noise
+    trainer.model.eval()
+
+    steps: list[list[str]] = []
+    step = trainer._step
+
+    def spy(chunk: list[Any], score: Any) -> Any:
+        steps.append(sorted({r.role for r in rollouts for s in chunk if s.input_ids.tolist() == r.episode.token_ids}))
+        return step(chunk, score)
+
+    trainer._step = spy  # type: ignore[method-assign]
+    stats = trainer.reinforce(rollouts)
+    assert stats.extra is not None and stats.extra["tis_mean"] == pytest.approx(1.0, abs=1e-3)
+    assert steps == [["proposer", "solver"], ["proposer", "solver"]]
 
 
 def test_a_checkpoint_restores_weights_optimizer_rng_replay_and_counters(smol_tokenizer: Any, tmp_path: Path) -> None:
@@ -250,6 +298,9 @@ def test_every_numeric_config_key_has_a_range_and_a_value_outside_it_is_one_sent
         ("top_p=0", "'top_p' must be between 0 and 1, 0 excluded, not 0.0"),
         ("top_p=1.2", "'top_p' must be between 0 and 1, 0 excluded, not 1.2"),
         ("threads=0", "'threads' must be at least 1"),
+        ("swe_alpha=-0.1", "'swe_alpha' must not be negative"),
+        ("swe_solver_unsolved=-2", "'swe_solver_unsolved' must be between -1 and 1, not -2.0"),
+        ("search_solver_wrong=1", "'search_solver_correct' \\(1.0\\) must be above 'search_solver_wrong' \\(1.0\\)"),
     ]:
         with pytest.raises(SparringError, match=message):
             load_config("cpu-learn", [bad])
@@ -263,6 +314,10 @@ def test_end_reasons_and_the_replay_buffer() -> None:
     assert end_reason(ep) == "overlong"
     ep.outcome = {"status": "time_limit"}
     assert end_reason(ep) == "timeout"
+    ep.outcome = {"status": "turn_limit"}  # the runner's own turn bound: no outcome reward
+    assert end_reason(ep) == "turn_cap"
+    ep.outcome = {"status": "turn_limit", "reward": -1.0}  # the env's turn limit, scored by the env
+    assert end_reason(ep) == "turn_limit"
     ep.outcome, ep.error = {}, "RuntimeError: container died"
     assert end_reason(ep) == "env_error"
     replay = ReplayBuffer(clear_every=2)

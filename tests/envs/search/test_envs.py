@@ -56,7 +56,7 @@ def test_a_scripted_proposer_is_accepted_by_a_real_validator(corpus: Corpus):
         ],
     )
     outcome = info["outcome"]
-    assert outcome["valid"] and outcome["reasons"] == [] and outcome["reward_pending"]
+    assert outcome["valid"] and outcome["reasons"] == []
     assert outcome["queries"] == ["Eric S. Raymond hacker dictionary", "hacker slang collection"]
     assert any("Jargon File" in d["contents"] for d in outcome["documents"])  # the evidence it was accepted on
     assert reward == 0.0 and env.get_reward() == 0.0
@@ -70,12 +70,10 @@ def test_seeds_are_drawn_from_the_chosen_sources(corpus: Corpus):
         assert info["task"]["answer"] in obs
 
 
-def test_the_proposer_reward_is_one_minus_the_solve_rate(corpus: Corpus):
-    env = SearchProposeEnv(solve_rate_fn=lambda task: 0.25)
-    reward, info = _propose(
-        env, ["<search>Eric S. Raymond</search>", "<search>hacker slang</search>", f"<question>{QUESTION}</question>"]
-    )
-    assert info["outcome"]["solve_rate"] == 0.25 and reward == 0.75
+def test_the_proposer_reward_is_one_minus_the_solve_rate():
+    rewards = SearchRewards(proposer_invalid=-0.5)
+    assert rewards.proposer(True, 0.25) == 0.75 and rewards.proposer(False, None) == -0.5
+    assert rewards.unfinished("proposer") == -0.5 and rewards.unfinished("solver") == rewards.solver_wrong
 
 
 @pytest.mark.parametrize(
@@ -104,7 +102,7 @@ def test_the_proposer_reward_is_one_minus_the_solve_rate(corpus: Corpus):
     ],
 )
 def test_rule_filters_reject_with_their_reason(corpus: Corpus, actions: list[str], reason: str):
-    env = SearchProposeEnv(solve_rate_fn=lambda task: 0.0, rewards=SearchRewards(proposer_invalid=-0.5))
+    env = SearchProposeEnv(rewards=SearchRewards(proposer_invalid=-0.5))
     reward, info = _propose(env, actions)
     assert not info["outcome"]["valid"] and reason in info["outcome"]["reasons"]
     assert reward == -0.5  # invalid questions get the configured invalid reward
@@ -126,7 +124,7 @@ class BrokenValidator:
 
 
 def test_a_validator_error_rejects_the_question(corpus: Corpus):
-    env = SearchProposeEnv(validator=BrokenValidator(), solve_rate_fn=lambda task: 0.0)
+    env = SearchProposeEnv(validator=BrokenValidator())
     reward, info = _propose(
         env, ["<search>Eric S. Raymond</search>", "<search>hacker slang</search>", f"<question>{QUESTION}</question>"]
     )
@@ -219,11 +217,9 @@ def test_a_proposed_question_is_validated_and_solved_by_the_seeds_accepted_answe
     # question with two right answers. Validation and the solver's task now accept the same set.
     seed = _seed_with_synonyms(corpus)
     synonym = seed["answers"][-1]
-    asked: list[dict] = []
     env = SearchProposeEnv(
         # A model that answers from the documents and knows nothing unaided.
         validator=PolicyValidator(lambda ps: [f"<answer>{synonym if 'Doc 1' in p else '?'}</answer>" for p in ps]),
-        solve_rate_fn=lambda task: asked.append(task) or 0.5,
     )
     obs, info = env.reset(seed=0, options={"task": {"answer": seed["answer"], "answers": seed["answers"]}})
     assert info["task_id"].startswith("task:")  # a given task without an id gets one from its content
@@ -231,8 +227,8 @@ def test_a_proposed_question_is_validated_and_solved_by_the_seeds_accepted_answe
     env.step("<search>meaning</search>")
     _, reward, terminated, _, info = env.step("<question>Which name is given to the thing described here?</question>")
     outcome = info["outcome"]
-    assert terminated and outcome["valid"] and outcome["validator_answer"] == synonym and reward == 0.5
-    assert outcome["answers"] == seed["answers"] and asked[0]["answers"] == seed["answers"]
+    assert terminated and outcome["valid"] and outcome["validator_answer"] == synonym and reward == 0.0
+    assert outcome["answers"] == seed["answers"]
 
     task = GAMES["search"].solver_task(outcome)  # what the trainer's solver groups play
     assert task is not None and task["answers"] == seed["answers"]
@@ -243,7 +239,7 @@ def test_a_proposed_question_is_validated_and_solved_by_the_seeds_accepted_answe
 
 def test_a_question_naming_any_accepted_answer_is_rejected(corpus: Corpus):
     seed = _seed_with_synonyms(corpus)
-    env = SearchProposeEnv(solve_rate_fn=lambda task: 0.0)
+    env = SearchProposeEnv()
     env.reset(seed=0, options={"task": {"answer": seed["answer"], "answers": seed["answers"]}})
     env.step("<search>first words</search>")
     env.step("<search>second words</search>")

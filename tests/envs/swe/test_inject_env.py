@@ -54,9 +54,9 @@ def test_scripted_injector_with_a_good_artifact_is_valid(env: Any, files: dict[s
     outcome = info["outcome"]
     assert outcome["valid"] and outcome["reason"] is None, outcome
     assert outcome["fail_to_pass"] and outcome["bug_id"]
-    assert reward == 0.0 and outcome["reward_pending"]  # the real reward waits for the solvers
-    assert env.final_reward(0.25) == injector_reward(True, 0.25) == pytest.approx(0.55)
-    assert env.final_reward(1.0) == -0.8
+    assert reward == 0.0  # the real reward waits for the solvers: the game computes it with env.rewards
+    assert env.rewards.proposer(True, 0.25) == injector_reward(True, 0.25) == pytest.approx(0.55)
+    assert env.rewards.proposer(True, 1.0) == -0.8
     # the link of the game: the outcome holds the repair task the solvers play
     solver_task = outcome["solver_task"]
     assert solver_task["id"] == outcome["bug_id"] and solver_task["image"] == task["image"]
@@ -76,8 +76,8 @@ def test_invalid_artifact_gets_the_reason_and_the_invalid_reward(env: Any, files
     _, reward, terminated, _, info = env.step("<submit>/tmp/bug</submit>")
     assert terminated and reward == -1.0
     assert info["outcome"]["valid"] is False and info["outcome"]["reason"] == "weakening_hides_bug"
-    assert "solver_task" not in info["outcome"] and "reward_pending" not in info["outcome"]
-    assert env.final_reward(0.5) == -1.0
+    assert "solver_task" not in info["outcome"]
+    assert env.rewards.proposer(False, None) == env.rewards.unfinished("proposer") == -1.0
 
 
 def test_incomplete_folder_is_an_observation_not_the_end(env: Any) -> None:
