@@ -162,8 +162,8 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
     trainer.warm_started = True
     if config.kl_coef > 0 and trainer.iteration == 0 and start_checkpoint(out) is None:
         save_checkpoint(trainer)  # the policy at the start of self-play: the KL reference of a resumed run too
-    start = start_checkpoint(out)
-    trainer.freeze_reference(None if start is None else lambda model: load_weights(model, start))
+    reference = start_checkpoint(out)
+    trainer.freeze_reference(None if reference is None else lambda model: load_weights(model, reference))
     progress = Progress(
         TextColumn("[bold]iteration"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console,
         disable=not main,
