@@ -5,7 +5,7 @@ metrics they hold. A collective that every rank must enter the same number of ti
 broadcast in every forward, its gradient all-reduce in a backward) hangs or mixes up tensors when
 one rank has less to do. The trainer therefore runs its forwards on the unwrapped model and meets
 the other ranks only here, in calls that every rank makes once per optimizer step or per metrics
-reduction, whatever it holds. With one process every function returns its input unchanged.
+reduction, whatever it holds. With one process each function is the identity (missing gradients become zeros).
 """
 
 from __future__ import annotations
@@ -73,14 +73,15 @@ def mean_by_key(values: dict[str, float], device: torch.device | str = "cpu") ->
 def sum_gradients(parameters: Iterable[torch.nn.Parameter]) -> None:
     """Replace each trainable parameter's gradient by its sum over the ranks (a missing one counts as zero).
 
-    Every rank calls this once per optimizer step, also a rank that had nothing to backpropagate.
+    Every rank calls this once per optimizer step, also a rank that had nothing to backpropagate. A step
+    without a token still steps every parameter (its weight decay and momentum), with one process too.
     """
-    if not _active():
-        return
     params = [p for p in parameters if p.requires_grad]
     for p in params:
         if p.grad is None:
             p.grad = torch.zeros_like(p)
+    if not _active():
+        return
     start = 0
     while start < len(params):
         bucket: list[torch.nn.Parameter] = []

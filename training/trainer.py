@@ -165,10 +165,9 @@ class Trainer:
                 local_loss += float(loss.detach())
         sum_gradients(self.policy_model.parameters())
         total_loss = all_sum([local_loss], device)[0]
-        if total_tokens:  # the same decision on every rank: no rank has a token to learn from
-            if self.config.max_grad_norm > 0:
-                self.accelerator.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
-            self.optimizer.step()
+        if self.config.max_grad_norm > 0:
+            self.accelerator.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
+        self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)  # the gradients (the model's size again) are not kept for play
         release()  # a long sequence's activations and gradients go back to the system, not to a free list
         return total_loss, local_tokens
