@@ -21,6 +21,7 @@ import torch
 
 from sparring import SparringError
 from sparring.training.config import to_dict
+from sparring.training.ranks import gather_objects
 
 if TYPE_CHECKING:
     from sparring.training.trainer import Trainer
@@ -55,6 +56,7 @@ def save_checkpoint(trainer: Trainer, keep: int = 2) -> Path | None:
     """
     acc = trainer.accelerator
     acc.wait_for_everyone()
+    rngs = gather_objects(rng_state(trainer))  # every rank's, in rank order: each draws its own tasks after a resume
     folder = _root(trainer.out) / f"iter-{trainer.iteration:06d}"
     if acc.is_main_process:
         work = folder.with_name(folder.name + ".saving")
@@ -69,11 +71,7 @@ def save_checkpoint(trainer: Trainer, keep: int = 2) -> Path | None:
             "seconds": trainer.elapsed(),
             "longest_iteration": trainer.longest_iteration,
             "optimizer": trainer.optimizer.state_dict(),
-            "rng": {
-                "numpy": trainer.rng.bit_generator.state,
-                "python": random.getstate(),
-                "torch": torch.get_rng_state(),
-            },
+            "rng_ranks": rngs,
             "replay": {name: buffer.state() for name, buffer in trainer.replay.items()},
             "higher_order": {name: list(buffer.higher_order) for name, buffer in trainer.replay.items()},
             "config": to_dict(trainer.config),
@@ -119,9 +117,7 @@ def load_checkpoint(trainer: Trainer, folder: Path) -> None:
     state: dict[str, Any] = torch.load(folder / STATE, weights_only=False)
     load_weights(trainer.policy_model, folder)
     trainer.optimizer.load_state_dict(state["optimizer"])
-    trainer.rng.bit_generator.state = state["rng"]["numpy"]
-    random.setstate(state["rng"]["python"])
-    torch.set_rng_state(state["rng"]["torch"])
+    restore_rng(trainer, state)
     for name, tasks in state["replay"].items():
         if name in trainer.replay:
             trainer.replay[name].tasks = list(tasks)
@@ -131,4 +127,43 @@ def load_checkpoint(trainer: Trainer, folder: Path) -> None:
     trainer.seconds_before = float(state.get("seconds", 0.0))  # checkpoints from before the time budget lack them
     trainer.longest_iteration = float(state.get("longest_iteration", 0.0))
     trainer.generator.update_weights()
-    np.random.seed(trainer.config.seed + trainer.iteration)
+
+
+def rng_state(trainer: Trainer) -> dict[str, Any]:
+    """This rank's random states: the trainer's generator, python's, numpy's global one, torch's (and CUDA's)."""
+    state = {
+        "numpy": trainer.rng.bit_generator.state,
+        "numpy_global": np.random.get_state(),
+        "python": random.getstate(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and trainer.accelerator.device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(trainer.accelerator.device)
+    return state
+
+
+def restore_rng(trainer: Trainer, state: dict[str, Any]) -> None:
+    """Give this rank the random states it saved.
+
+    A run resumed on more ranks than it saved gives each extra rank a fresh stream of its own (seeded by
+    rank and iteration) rather than a copy of another rank's.
+    """
+    ranks: list[dict[str, Any]] = state.get("rng_ranks") or [state["rng"]]  # older checkpoints kept rank 0's alone
+    rank = trainer.accelerator.process_index
+    if rank >= len(ranks):
+        seed = trainer.config.seed + 1000 * rank + trainer.iteration
+        trainer.rng = np.random.default_rng(seed)
+        np.random.seed(seed)
+        random.seed(seed)
+        torch.manual_seed(seed)
+        return
+    mine = ranks[rank]
+    trainer.rng.bit_generator.state = mine["numpy"]
+    random.setstate(mine["python"])
+    torch.set_rng_state(mine["torch"])
+    if "numpy_global" in mine:
+        np.random.set_state(mine["numpy_global"])
+    else:
+        np.random.seed(trainer.config.seed + trainer.iteration)
+    if "cuda" in mine and trainer.accelerator.device.type == "cuda":
+        torch.cuda.set_rng_state(mine["cuda"], trainer.accelerator.device)

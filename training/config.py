@@ -206,6 +206,9 @@ class TrainConfig:
     (a 1,500-token episode of SmolLM2 otherwise holds GBs of attention activations)."""
     bf16: bool = False
     """Train in bfloat16 autocast where the device has it (GPUs); CPU runs stay float32."""
+    dtype: str = "auto"
+    """The weights' type (and the optimizer state's): ``float32``, ``bfloat16`` (half the memory, no float32
+    master copy), or ``auto``: bfloat16 on a GPU that has it, float32 on CPU."""
     prefix_cache_tokens: int = 16384
     """Tokens of KV states the generator keeps between turns, so a turn prefills only what is new
     (SmolLM2-135M: 45 KiB each; 0: none)."""
@@ -311,7 +314,7 @@ def _check(config: TrainConfig) -> None:
     if any(g not in GAMES for g in config.eval_games):
         raise SparringError(f"eval_games must be some of {', '.join(GAMES)}, not {config.eval_games}.")
     choices = {"swe_tasks": ("policy", "procedural", "mix"), "overlong": ("mask", "score"),
-               "optimizer": ("adamw", "adafactor"),
+               "optimizer": ("adamw", "adafactor"), "dtype": ("auto", "float32", "bfloat16"),
                "search_teacher": ("definition-match", "definition-search"),
                "search_solver_metric": ("em", "f1")}  # fmt: skip
     for key, allowed in choices.items():

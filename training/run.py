@@ -81,7 +81,8 @@ def warm_start(trainer: Trainer, console: Console) -> dict[str, float]:
             console.print(f"  {role} not kept: {common}")
     values: dict[str, float] = {f"warm_start/kept/{k}": v for k, v in stats.kept.items()}
     values |= {f"warm_start/success_rate/{k}": v for k, v in stats.success_rate().items()}
-    if demos:
+    # Every rank trains when any kept a demonstration: supervised() meets the other ranks at each step.
+    if trainer.reduce({"demos": float(len(demos))})["demos"] > 0:
         update = trainer.supervised(demos, cfg.warm_start_epochs, cfg.warm_start_lr)
         values |= _update_metrics("warm_start", update)
         console.print(f"warm start: {update.tokens} action tokens, final NLL {update.loss:.3f}, {update.seconds:.0f} s")

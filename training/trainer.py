@@ -7,13 +7,15 @@ Per iteration and game (:mod:`sparring.training.game`): play, assign rewards, th
 2. optionally drop groups whose rewards are all equal (no signal);
 3. PPO-clip updates (:mod:`sparring.training.loss`) over the iteration's episodes, each episode one
    forward pass that scores only its action tokens (:mod:`sparring.training.sequences`), gradients
-   accumulated to a token-level mean over the mini-batch;
+   accumulated to a token-level mean over the mini-batch of every rank;
 4. the generator samples from the new weights from then on (``update_weights``: its KV prefix cache
    and packed linear layers are copies of the old ones).
 
 The policy and its generator share one model in one process. The trainer runs on accelerate from
 the start, so ``accelerate launch`` (DDP, one env pool and generator per rank) needs no other code:
-each rank plays its own episodes, gradients are averaged across ranks, metrics are reduced.
+each rank plays its own episodes, the ranks' gradients are summed into one token-level mean, metrics are
+reduced by name. Ranks hold different amounts of work; :mod:`sparring.training.ranks` keeps their collectives
+in step.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ from sparring.training.credit import outcome_advantages, token_advantages, turn_
 from sparring.training.game import GAMES, ReplayBuffer, Rollout, play_iteration
 from sparring.training.loss import LossConfig, policy_loss
 from sparring.training.memory import release
+from sparring.training.ranks import all_max, all_sum, mean_by_key, sum_gradients
 from sparring.training.sequences import Sequence, action_logprobs, action_scores, to_sequence
 
-__all__ = ["Trainer", "UpdateStats", "mini_batches"]
+__all__ = ["Trainer", "UpdateStats", "mini_batches", "weights_dtype"]
 
 
 @dataclass
@@ -80,7 +83,8 @@ class Trainer:
         self.out.mkdir(parents=True, exist_ok=True)
         name = None if config.model in ("", "default") else config.model
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(name)
-        loaded = model if model is not None else load_model(name, device=str(self.accelerator.device))
+        dtype = weights_dtype(config.dtype)
+        loaded = model if model is not None else load_model(name, device=str(self.accelerator.device), dtype=dtype)
         self.optimizer = _optimizer(config, loaded.parameters())
         self.model, self.optimizer = self.accelerator.prepare(loaded, self.optimizer)
         self.policy_model = self.accelerator.unwrap_model(self.model)
@@ -136,30 +140,34 @@ class Trainer:
             group["lr"] = lr
 
     def _step(self, sequences: list[Sequence], score: Any) -> tuple[float, int]:
-        """One optimizer step over ``sequences``: ``score(seq, token_count)`` gives each one's loss share.
+        """One optimizer step over this rank's ``sequences``: ``score(seq, token_count)`` gives each one's loss share.
 
-        Every rank takes the same number of steps; a rank with nothing to learn from backpropagates a
-        zero that touches every parameter, so the gradient all-reduce still meets.
+        The token count is every rank's together and the ranks' gradients are summed, so the step follows
+        the token-level mean over all ranks' tokens (a rank with more tokens weighs more). Every rank calls
+        this the same number of times, with or without sequences; the forwards run on the unwrapped model,
+        so no rank waits for another's forward (see :mod:`sparring.training.ranks`).
+
+        Returns:
+            The loss over every rank's tokens and this rank's token count.
         """
-        total_tokens = sum(s.tokens for s in sequences)
-        total_loss = 0.0
+        local_tokens = sum(s.tokens for s in sequences)
+        device = self.accelerator.device
+        total_tokens = int(all_sum([float(local_tokens)], device)[0])
+        local_loss = 0.0
         self.optimizer.zero_grad(set_to_none=True)
-        usable = [s for s in sequences if s.tokens]
-        if not usable:
-            zero = sum(p.sum() for p in self.model.parameters()) * 0.0
-            self.accelerator.backward(zero)
-        for i, seq in enumerate(usable):
-            sync = i == len(usable) - 1
-            with contextlib.nullcontext() if sync else self.accelerator.no_sync(self.model):
+        for seq in sequences:
+            if seq.tokens:
                 loss = score(seq, total_tokens)
                 self.accelerator.backward(loss)
-            total_loss += float(loss.detach())
+                local_loss += float(loss.detach())
+        sum_gradients(self.policy_model.parameters())
+        total_loss = all_sum([local_loss], device)[0]
         if self.config.max_grad_norm > 0:
             self.accelerator.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)  # the gradients (the model's size again) are not kept for play
         release()  # a long sequence's activations and gradients go back to the system, not to a free list
-        return total_loss, total_tokens
+        return total_loss, local_tokens
 
     def supervised(self, episodes: list[Episode], epochs: int, lr: float) -> UpdateStats:
         """The warm start's update: mean negative log-likelihood of the action tokens (token-level)."""
@@ -172,11 +180,14 @@ class Trainer:
         with self._training():
             for epoch in range(epochs):
                 order = self.rng.permutation(len(sequences))
-                for chunk in _chunks([sequences[i] for i in order], batch):
+                chunks = _chunks([sequences[i] for i in order], batch)
+                # Ranks hold different numbers of demonstrations: all take the most steps any takes.
+                chunks += [[] for _ in range(all_max(len(chunks), self.accelerator.device) - len(chunks))]
+                for chunk in chunks:
 
                     def nll(seq: Sequence, count: int) -> torch.Tensor:
                         with autocast:
-                            return -action_logprobs(self.model, seq).sum() / max(1, count)
+                            return -action_logprobs(self.policy_model, seq).sum() / max(1, count)
 
                     loss, tokens = self._step(chunk, nll)
                     stats.loss, stats.tokens = loss, stats.tokens + tokens
@@ -241,7 +252,7 @@ class Trainer:
 
                 def ppo(seq: Sequence, count: int, collected: list = collected) -> torch.Tensor:
                     with self._autocast(cfg.update_bf16):
-                        logp, entropy = action_scores(self.model, seq, temperature)
+                        logp, entropy = action_scores(self.policy_model, seq, temperature)
                     before = old.get(id(seq), logp.detach())  # the logprobs before this iteration's first step
                     ref = None
                     if self.reference is not None:  # in the trained pass's precision: the KL starts at 0
@@ -284,7 +295,7 @@ class Trainer:
         self.model.eval()
         try:
             with torch.no_grad(), self._autocast(self.config.update_bf16):
-                return {id(seq): action_logprobs(self.model, seq, temperature) for seq in sequences}
+                return {id(seq): action_logprobs(self.policy_model, seq, temperature) for seq in sequences}
         finally:
             self.model.train(was_training)
 
@@ -320,13 +331,23 @@ class Trainer:
                 p.requires_grad_(False)
 
     def reduce(self, values: dict[str, float]) -> dict[str, float]:
-        """Mean of each metric across ranks (the same on every rank)."""
-        if self.accelerator.num_processes == 1 or not values:
-            return values
-        keys = sorted(values)
-        tensor = torch.tensor([float(values[k]) for k in keys], device=self.accelerator.device)
-        reduced = self.accelerator.reduce(tensor, reduction="mean")
-        return {k: float(v) for k, v in zip(keys, reduced.tolist(), strict=True)}
+        """Each metric's mean over the ranks that logged it (the same on every rank)."""
+        return mean_by_key(values, self.accelerator.device)
+
+
+def weights_dtype(setting: str) -> str:
+    """The weights' torch dtype name for config key ``dtype``: ``auto`` is bfloat16 on a GPU that has it.
+
+    On CPU ``auto`` stays float32: the generator's packed linears and the oneDNN kernels it was measured
+    with are float32, and bfloat16 weights without a float32 copy lose small updates.
+
+    Example:
+        >>> weights_dtype("float32")
+        'float32'
+    """
+    if setting != "auto":
+        return setting
+    return "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float32"
 
 
 def _optimizer(config: TrainConfig, parameters: Any) -> torch.optim.Optimizer:

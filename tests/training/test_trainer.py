@@ -330,35 +330,6 @@ def test_end_reasons_and_the_replay_buffer() -> None:
     assert replay.tasks == []
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_two_ranks_with_gloo_end_an_update_with_identical_parameters(tiny_model_dir: Path, tmp_path: Path) -> None:
-    import json
-    import os
-    import subprocess
-    import sys
-
-    out = tmp_path / "ddp.json"
-    root = Path(__file__).resolve().parents[2]
-    import socket
-
-    with socket.socket() as s:  # a free loopback port for the rendezvous
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    # torchrun starts the two ranks; the trainer's Accelerator finds them and uses gloo on CPU.
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr",
-               "127.0.0.1", "--master_port", str(port), "-m", "tests.training.ddp_worker", str(out),
-               str(tiny_model_dir)]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(command, capture_output=True, text=True, timeout=540, env=env, cwd=root)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(out.read_text())
-    assert result["ranks"] == 2
-    first, second = result["checksums"]
-    assert first == second  # the gradient all-reduce kept the two replicas identical
-    assert result["reduced"] == {"rank": 0.5, "tokens": 4.5}
-
-
 def test_a_search_run_without_a_current_corpus_stops_before_loading_anything(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

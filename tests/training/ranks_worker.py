@@ -1,0 +1,140 @@
+"""Run by ``torchrun --nproc_per_node 2``: one multi-rank scenario, the ranks given different work as in real runs.
+
+Arguments: the scenario's name, the JSON file rank 0 writes (every rank's result, in rank order) and the tiny
+model's folder. The process group is opened with a short timeout first, so a collective that one rank never
+joins fails the run instead of hanging it.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from sparring.agents.chat import append_tokens
+from sparring.agents.model import load_tokenizer
+from sparring.envs.core import Episode, Turn
+from sparring.training.checkpoint import load_checkpoint, save_checkpoint
+from sparring.training.config import load_config
+from sparring.training.game import Rollout
+from sparring.training.ranks import gather_objects
+from sparring.training.sequences import action_logprobs, to_sequence
+from sparring.training.trainer import Trainer
+from tests.training.conftest import tiny_model
+
+
+def _episode(action: list[int], reward: float = 1.0) -> Episode:
+    ep = Episode(env_id="toy", role="solver", domain="search", task_id="t", task={}, prompt="p")
+    append_tokens(ep, [1, 2, 3], -1, action=False)
+    append_tokens(ep, action, 0, action=True, logprobs=[-10.0] * len(action))
+    ep.turns.append(Turn(action="a", observation="", reward=reward))
+    ep.terminated = True
+    return ep
+
+
+def _checksum(trainer: Trainer) -> float:
+    return float(sum(p.detach().double().sum() for p in trainer.model.parameters()))
+
+
+def update(trainer: Trainer, rank: int) -> dict[str, Any]:
+    """Each rank learns from its own episodes: without the gradient all-reduce the ranks would diverge."""
+    group = ("search", "solver", f"g{rank}")
+    rollouts = [
+        Rollout(_episode([5 + rank, 6], 1.0), 1.0, [0.0], group, "done"),
+        Rollout(_episode([9, 10 + rank], 0.0), 0.0, [0.0], group, "done"),
+    ]
+    trainer.reinforce(rollouts)
+    return {"checksum": _checksum(trainer), "reduced": trainer.reduce({"rank": float(rank), "tokens": 4.0 + rank})}
+
+
+def idle(trainer: Trainer, rank: int) -> dict[str, Any]:
+    """Rank 1 has nothing to train on (every group dropped, or no episode finished)."""
+    before = _checksum(trainer)
+    group = ("search", "solver", "g")
+    rollouts = [Rollout(_episode([5, 6], 1.0), 1.0, [0.0], group, "done"),
+                Rollout(_episode([9, 10], 0.0), 0.0, [0.0], group, "done")]  # fmt: skip
+    trainer.reinforce(rollouts if rank == 0 else [])
+    return {"before": before, "checksum": _checksum(trainer)}
+
+
+def keys(trainer: Trainer, rank: int) -> dict[str, Any]:
+    """The ranks log different metrics, in number and in name."""
+    values = {"a": 1.0, "b": 2.0} if rank == 0 else {"b": 4.0, "c": 6.0, "d": 8.0}
+    return {"reduced": trainer.reduce(values)}
+
+
+def warm(trainer: Trainer, rank: int) -> dict[str, Any]:
+    """Rank 0 kept three demonstrations, rank 1 one: one optimizer step per demonstration."""
+    demos = [_episode([5 + i, 6]) for i in range(3 if rank == 0 else 1)]
+    stats = trainer.supervised(demos, epochs=1, lr=0.01)
+    assert stats.extra is not None
+    return {"checksum": _checksum(trainer), "steps": stats.extra["optimizer_steps"]}
+
+
+def tokens(trainer: Trainer, rank: int) -> dict[str, Any]:
+    """Rank 0 holds 2 action tokens, rank 1 holds 6: the step must follow the mean over all 8 tokens."""
+    demos = {0: _episode([5, 6]), 1: _episode([7, 8, 9, 10, 11, 12])}
+    seen: dict[str, torch.Tensor] = {}
+    names = {id(p): n for n, p in trainer.policy_model.named_parameters()}
+
+    def record(optimizer: Any, *_: Any) -> None:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                seen[names[id(p)]] = p.grad.detach().clone()
+
+    inner = getattr(trainer.optimizer, "optimizer", trainer.optimizer)
+    inner.register_step_pre_hook(record)
+    trainer.supervised([demos[rank]], epochs=1, lr=0.01)
+    # The same loss in one process: a fresh copy of the starting weights, all 8 tokens, one token-level mean.
+    reference = tiny_model(trainer.tokenizer, seed=0)
+    reference.train()
+    total = sum(-action_logprobs(reference, to_sequence(ep)).sum() for ep in demos.values()) / 8
+    total.backward()
+    worst = 0.0
+    for name, p in reference.named_parameters():
+        if name in seen:
+            scale = float(p.grad.abs().max()) or 1.0
+            worst = max(worst, float((seen[name] - p.grad).abs().max()) / scale)
+    return {"worst_relative_error": worst, "compared": len(seen)}
+
+
+def resume(trainer: Trainer, rank: int) -> dict[str, Any]:
+    """Save, draw, draw more, load: each rank must draw again what it drew right after the save."""
+
+    def draws() -> list[float]:
+        return [float(trainer.rng.random()), random.random(), float(np.random.rand()), float(torch.rand(1))]
+
+    folder = save_checkpoint(trainer)
+    assert folder is not None
+    after_save = draws()
+    draws()
+    load_checkpoint(trainer, folder)
+    return {"after_save": after_save, "after_load": draws()}
+
+
+SCENARIOS = {f.__name__: f for f in (update, idle, keys, warm, tokens, resume)}
+
+
+def main() -> None:
+    scenario, out, model_dir = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+    dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+    tokenizer = load_tokenizer(model_dir)
+    settings = ["games=search", "threads=1", "lr=0.01", "warm_start_batch=1", "max_grad_norm=0"]
+    config = load_config(None, [f"out={out.parent / 'run'}", *settings])
+    trainer = Trainer(config, model=tiny_model(tokenizer, seed=0), tokenizer=tokenizer)
+    result = SCENARIOS[scenario](trainer, trainer.rank)
+    results = gather_objects(result)
+    if trainer.accelerator.is_main_process:
+        out.write_text(json.dumps({"ranks": results}))
+    dist.barrier()
+
+
+if __name__ == "__main__":
+    main()
