@@ -53,6 +53,12 @@ _GETATTR = ("getattr", "setattr", "delattr", "hasattr")
 _OPENERS = ("open", "io.open", "os.fdopen", "io.FileIO", "codecs.open")
 _COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 _BLANK_OR_COMMENT = re.compile(rb"^[ \t\f]*(#.*)?\r?$")
+#: Names of listed attributes too common on other objects to refuse wherever a chain starts.
+_COMMON_TAILS = frozenset({"path", "flags", "exit", "stdout", "stderr", "stdin"})
+#: Listed attributes that may still be assigned to item by item (``os.environ["X"] = "1"``).
+_WRITE_ONLY = frozenset({"os.environ", "os.environb"})
+#: Methods that take an attribute's name as an argument.
+_NAMED_ATTRIBUTE_METHODS = ("__setattr__", "__delattr__", "__getattribute__", "__getattr__")
 
 
 @dataclass(frozen=True)
@@ -117,7 +123,7 @@ class CapabilityUse:
         return self.capability, self.what, self.text
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.what} ({self.capability}): {self.text[:160]}"
+        return f"{self.path}:{self.line}: {self.what} ({self.capability}): {self.text.replace(chr(10), ' ')[:160]}"
 
 
 def _read_tables(path: Path) -> dict[str, Any]:
@@ -196,6 +202,14 @@ class _Index:
         # modules whose attributes are listed: reached as a value or re-rooted inside a chain
         self.sensitive = {a.split(".")[0] for c in self.caps for a in c.attributes}
         self.refused = {m.split(".")[0] for c in self.caps for m in c.modules if "*" not in m}
+        # attribute names that give a listed attribute away wherever the chain starts (a call, a
+        # subscript, a lambda, a match pattern): the interpreter's own, and private ones
+        self.tails = {
+            a.rsplit(".", 1)[1]
+            for c in self.caps
+            for a in c.attributes
+            if "*" not in a and "." in a and (a.split(".")[0] == "sys" or a.rsplit(".", 1)[1].startswith("_"))
+        } - _COMMON_TAILS
         # modules that are not the repository's: the standard library's and the image's packages
         names = {n for c in self.caps if c.module_stores for n in c.foreign}
         self.foreign = frozenset(names | set(getattr(sys, "stdlib_module_names", ())) if names else ())
@@ -264,7 +278,10 @@ class _Finder(ast.NodeVisitor):
 
     def add(self, node: ast.AST, caps: Iterable[Capability], what: str) -> None:
         line: int = self.line_override or getattr(node, "lineno", None) or 1
-        text = self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
+        # every line the construct spans is its text: a use that starts on a line the bug removed
+        # and goes on over new lines is not that line restored
+        end = line if self.line_override else max(line, getattr(node, "end_lineno", None) or line)
+        text = "\n".join(self.lines[i - 1].strip() for i in range(line, end + 1) if 0 < i <= len(self.lines))
         for cap in caps:
             self.uses.append(CapabilityUse(self.path, line, cap.name, what, text))
 
@@ -332,15 +349,40 @@ class _Finder(ast.NodeVisitor):
         ):
             self.add(node, self.index.flagged("module_values"), f"module {module} used as a value")
 
+    def attribute_name(self, node: ast.AST, attr: str, how: str) -> None:
+        """An attribute read whose object is not known statically: refused by name alone."""
+        self.add(node, (c for c in self.index.caps if attr in c.attribute_names), f"{how}{attr}")
+        if attr in self.index.tails:
+            self.add(node, (c for c in self.index.caps if any(a.rsplit(".", 1)[-1] == attr for a in c.attributes)),
+                     f"{how}{attr} on an object not known statically")  # fmt: skip
+
+    def visit_MatchClass(self, node: ast.MatchClass) -> None:
+        # `case object(f_back=f)` reads the attribute f_back of the subject
+        for attr in node.kwd_attrs:
+            self.attribute_name(node, attr, "pattern attribute ")
+        self.generic_visit(node)
+
     def visit_Attribute(self, node: ast.Attribute) -> None:
         self.add(node, (c for c in self.index.caps if node.attr in c.attribute_names), f".{node.attr}")
+        root_node: ast.expr = node.value
+        while isinstance(root_node, ast.Attribute):
+            root_node = root_node.value
+        if (
+            not isinstance(root_node, ast.Name)
+            and not (isinstance(root_node, ast.Call) and self.constant_getattr(root_node))
+            and node.attr in self.index.tails
+        ):
+            self.attribute_name(node, node.attr, ".")  # a chain rooted at a call, subscript or lambda
         self.add(node, (c for c in self.index.caps if node.attr in c.definitions and isinstance(node.ctx, ast.Store)),
                  f".{node.attr} assigned")  # fmt: skip
         parent = getattr(node, "_sparring_parent", None)
         if not (isinstance(parent, ast.Attribute) and parent.value is node):  # the whole chain, once
             dotted = self.dotted(node)
             if dotted is not None:
-                self.add(node, self.index.attribute(dotted), dotted)
+                caps = list(self.index.attribute(dotted))
+                if dotted in _WRITE_ONLY and isinstance(parent, ast.Subscript) and not isinstance(parent.ctx, ast.Load):
+                    caps = [c for c in caps if c.name != "runner_state"]  # setting a variable reads nothing
+                self.add(node, caps, dotted)
                 root: ast.expr = node
                 while isinstance(root, ast.Attribute):
                     root = root.value
@@ -376,11 +418,31 @@ class _Finder(ast.NodeVisitor):
                         self.foreign_attribute(node, f"{base}.{attr}", store)
             else:
                 self.add(node, self.index.flagged("dynamic_attributes"), f"{func} with a computed name")
+        if self.builtin(node.func, ("type",)) and len(node.args) == 3:
+            self.class_namespace(node, node.args[2])
+        if isinstance(node.func, ast.Attribute) and node.func.attr in _NAMED_ATTRIBUTE_METHODS:
+            # obj.__setattr__(name, v) or T.__setattr__(obj, name, v): the name is second from the end
+            at = len(node.args) - (2 if node.func.attr == "__setattr__" else 1)
+            name = node.args[at] if 0 <= at < len(node.args) else None
+            if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+                self.add(node, self.index.flagged("dynamic_attributes"), f"{node.func.attr} with a computed name")
+            else:
+                self.attribute_name(node, name.value, f"{node.func.attr} ")
         opener = self.builtin(node.func, ("open",)) or self.dotted(node.func)
         first = node.args[0] if node.args else None
         if opener in _OPENERS and isinstance(first, ast.Constant) and isinstance(first.value, int):
             self.add(node, self.index.flagged("open_fd"), f"{opener} on descriptor {first.value}")
         self.generic_visit(node)
+
+    def class_namespace(self, node: ast.Call, namespace: ast.expr) -> None:
+        """``type(name, bases, namespace)``: its keys are definitions, and must be constants to be checked."""
+        if not isinstance(namespace, ast.Dict) or any(
+            not (isinstance(k, ast.Constant) and isinstance(k.value, str)) for k in namespace.keys
+        ):
+            self.add(node, self.index.flagged("dynamic_attributes"), "type() with computed attribute names")
+            return
+        for key in namespace.keys:
+            self._definition(node, key.value)  # type: ignore[union-attr]
 
     def foreign_attribute(self, node: ast.AST, dotted: str, ctx: ast.expr_context) -> None:
         """Replacing an attribute of a module that is not the repository's, or reading a private one."""
@@ -504,6 +566,6 @@ def added_uses(
     for use in uses:
         if before[use.key] > 0:
             before[use.key] -= 1
-        elif use.text not in restored:
+        elif not all(part in restored for part in use.text.split("\n")):
             refused.append(str(use))
     return refused
