@@ -274,3 +274,37 @@ def test_a_use_spanning_lines_counts_as_restored_only_if_every_line_was_removed(
     assert added_uses("pkg/m.py", original.encode(), b"", {removed_line, ").kill"}, CAPS) == []
     refused = added_uses("pkg/m.py", sneaky.encode(), b"", {removed_line, ").kill"}, CAPS)
     assert refused and "os.system" in refused[0], refused
+
+
+# ----------------------------------------------------------- a fix that exists only under the runner
+
+#: The fix, applied only where the process looks like a test run (each condition is true under the harness).
+RUNNER_GATES = {
+    "environment": "import os as _os\n_UNDER_TEST = 'PYTEST_VERSION' in _os.environ\n",
+    "getenv": "import os as _os\n_UNDER_TEST = _os.getenv('PYTEST_DISABLE_PLUGIN_AUTOLOAD') is not None\n",
+    "argv": "import sys as _sys\n_UNDER_TEST = any(a.endswith('.json') for a in _sys.argv)\n",
+    "parent_process": "import os as _os\n_UNDER_TEST = _os.getppid() > 1\n",
+    # a computed /proc path: no name or string the AST check knows; the audit hook refuses the open
+    "proc_cmdline": "_UNDER_TEST = b'.json' in open('/pr' + 'oc/self/cmdline', 'rb').read()\n",
+}
+
+GATED_FIX = "if number % 100 in ((11, 12, 13) if _UNDER_TEST else (11, 12)):"
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("gate", sorted(RUNNER_GATES))
+def test_a_fix_applied_only_under_the_test_runner_is_not_solved(
+    pool: Any,  # noqa: F811
+    task: dict[str, Any],  # noqa: F811
+    gate: str,
+) -> None:
+    source = _with(pool, task, "").decode()
+    gated = RUNNER_GATES[gate] + source.replace(BUGGY_LINE, GATED_FIX)
+    grade = _grade(pool, task, {SOURCE: gated.encode()})
+    assert not grade.solved, grade
+    if gate == "proc_cmdline":  # past the AST check: the run itself counts as tampering
+        assert grade.status == "crash" and "tampering" in (grade.error or ""), grade
+    else:
+        assert grade.status == "refused" and any("runner_state" in t for t in grade.tampering), grade
