@@ -27,12 +27,17 @@ left to the repository, the artifact or the code under test:
   report on disk for anything to rewrite, and a record written by anything but the recorder (a
   descriptor reached by number, a child left behind) does not verify. The process ends with
   ``os._exit`` as captured at start-up, so no exit hook or finalizer runs after the record.
+* **Its own guard inside the run** (``harness_guard.py``, copied beside the bootstrap): an audit
+  hook refuses the repository's code the frames, gc lists, trace functions, native memory and
+  forged code objects that reaching pytest's objects needs, and the recorder checks at every
+  report that pytest's and pluggy's modules, classes and hook implementations are unchanged and
+  that a test reported passed did return. Either finding makes the run a crash (``tampering``).
 
 A run counts only if it **ended honestly**: pytest exited on its own (not killed) with an exit code
 equal to the session status in its record and consistent with it (0: every test passed or was
 skipped; 1: some failed; 2: collection errors; 5: nothing collected), the record's failure count
 equals pytest's own, every collected item reported, exactly one signed record came through the
-pipe and nothing else, and no process of the run user outlived pytest. After pytest exits every
+pipe and nothing else (no refusal of the audit hook), its ``tampered`` list is empty, and no process of the run user outlived pytest. After pytest exits every
 process of the run user is killed before the record is read. Anything else is status ``crash`` and its
 ``tests`` are empty: a crash never counts as a pass.
 

@@ -21,6 +21,9 @@ runs the tests. Two commands:
     plugins and the recorder below as plugin objects (none is imported by name once the
     repository is on the path).
 
+Before the repository is on ``sys.path`` the bootstrap loads ``guard.py`` (``harness_guard.py``)
+and installs its audit hook; the recorder checks the guard's integrity snapshot at every report.
+
 The recorder keeps every report pytest gives (collection and test phases) and, when pytest
 unconfigures, writes ONE line to file descriptor 3: an HMAC and a Python literal holding the token
 of the run, pytest's exit status and failure count, the collected items and each test's status.
