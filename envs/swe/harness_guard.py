@@ -53,6 +53,26 @@ EXPOSING = frozenset(
     }
 )
 
+#: Trusted functions that call what other code queued (a thread's target, an executor's work, an
+#: event loop's callback): on a stack with no untrusted frame they stand for whoever queued it.
+TRAMPOLINES = frozenset(
+    {
+        ("threading.py", "run"),
+        ("concurrent/futures/thread.py", "run"),
+        ("asyncio/events.py", "_run"),
+        ("sched.py", "run"),
+        ("threading.py", "_bootstrap_inner"),
+    }
+)
+
+#: Trusted modules any of whose functions may hand frames to their caller's objects (debuggers,
+#: tracers, profilers, interactive consoles): a frame they get is refused to untrusted callers.
+EXPOSING_FILES = tuple(
+    "/" + f
+    for f in ("bdb.py", "pdb.py", "trace.py", "profile.py", "cProfile.py", "cgitb.py", "doctest.py", "code.py",
+              "pydoc.py", "tracemalloc.py", "timeit.py", "runpy.py")
+)  # fmt: skip
+
 #: Audit events refused for untrusted code (the chain rule above applies).
 FRAME_EVENTS = frozenset(
     {
@@ -69,6 +89,12 @@ FRAME_EVENTS = frozenset(
 
 #: Attributes whose read raises ``object.__getattr__`` and hands back a frame.
 FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
+
+#: Events judged one by one (see ``_judge``): changes to trusted objects, forged code, /proc, threads.
+OTHER_EVENTS = frozenset(
+    {"object.__setattr__", "object.__delattr__", "code.__new__", "compile", "marshal.loads", "marshal.load", "open",
+     "os.listdir", "os.scandir"}
+)  # fmt: skip
 
 #: Events refused whenever untrusted code is anywhere on the stack (no helper needs them for it).
 ALWAYS_EVENTS = frozenset({"sys.settrace", "sys.setprofile", "sys.addaudithook", "sys.monitoring.register_callback"})
@@ -95,17 +121,23 @@ def install(trusted_prefixes, trusted_files, fd, write):
     def verdict(frame, chain_rule):
         """Why the operation done by ``frame``'s code must be refused, or None."""
         chain = []
+        if frame is None:
+            return "no Python caller (a thread started on a builtin function)"
         while frame is not None:
             code = frame.f_code
             name = code.co_filename
-            if not trusted(name):
+            # a trampoline (a thread's or an executor's run) calls what untrusted code queued: it
+            # stands for that code, whose frame is no longer on the stack
+            if not trusted(name) or (_listed(name, code.co_name, TRAMPOLINES) and (chain_rule or not chain)):
                 if not chain_rule:
                     return f"untrusted code at {name}:{frame.f_lineno}"
                 if not chain:
                     return f"{name}:{frame.f_lineno}"
-                for f, fn in chain:
-                    if f.startswith(framework_files) or any(f.endswith("/" + tail) and fn == n for tail, n in EXPOSING):
-                        return f"{name}:{frame.f_lineno} through {fn} ({f})"
+                entry_file, entry = chain[-1]  # the trusted function untrusted code called
+                if _listed(entry_file, entry, EXPOSING) or any(
+                    f.startswith(framework_files) or f.endswith(EXPOSING_FILES) for f, _ in chain
+                ):
+                    return f"{name}:{frame.f_lineno} through {entry} ({entry_file})"
                 return None
             if code.co_name == "_find_and_load" and name.startswith("<frozen "):
                 return None  # a module's own top-level code, being imported; its importer does not see its frames
@@ -122,18 +154,7 @@ def install(trusted_prefixes, trusted_files, fd, write):
             or event in ALWAYS_EVENTS
             or event.startswith("ctypes.")
             or (event == "object.__getattr__" and args[1] in FRAME_ATTRIBUTES)
-            or event
-            in (
-                "object.__setattr__",
-                "object.__delattr__",
-                "code.__new__",
-                "compile",
-                "marshal.loads",
-                "marshal.load",
-                "open",
-                "os.listdir",
-                "os.scandir",
-            )  # fmt: skip
+            or event in OTHER_EVENTS
         ):
             return
         busy.add(ident)
@@ -163,6 +184,11 @@ def make_trusted(trusted_prefixes, trusted_files):
         return filename in files or filename.startswith(prefixes) or filename.startswith("<frozen ")
 
     return trusted
+
+
+def _listed(filename, function, pairs):
+    """Whether (``filename``, ``function``) is one of ``pairs`` of (file tail, function)."""
+    return any(function == name and filename.endswith("/" + tail) for tail, name in pairs)
 
 
 def _framework_folders(prefixes):
@@ -311,10 +337,29 @@ class Integrity:
                     problems.append(f"{cls.__module__}.{cls.__qualname__}.{key} was replaced")
             added = [k for k in now.keys() - values.keys() if (cls.__qualname__, k) not in _MUTABLE_CLASS_ATTRIBUTES]
             problems += [f"{cls.__module__}.{cls.__qualname__}.{key} was added" for key in added]
+        problems += self.foreign_signal_handlers()
         hooks = self._hookimpls(pluginmanager)
         if hooks != self._hooks:
             problems.append("the registered hook implementations changed (a plugin added, removed or wrapped)")
         return problems + self.foreign_hooks(hooks)
+
+    def foreign_signal_handlers(self):
+        """Signal handlers not from trusted code: a handler is given the interrupted frame with no audit event."""
+        import signal
+
+        out = []
+        plain = (signal.SIG_DFL, signal.SIG_IGN, None, signal.default_int_handler)
+        for number in signal.valid_signals():
+            try:
+                handler = signal.getsignal(number)
+            except (ValueError, OSError):
+                continue
+            if any(handler is p for p in plain):
+                continue
+            code = getattr(getattr(handler, "__func__", handler), "__code__", None)
+            if not isinstance(getattr(code, "co_filename", None), str) or not self._trusted(code.co_filename):
+                out.append(f"a handler of signal {int(number)} from {getattr(code, 'co_filename', repr(handler)[:80])}")
+        return out
 
     def foreign_hooks(self, hooks):
         """Hook implementations whose code is not from a trusted file (the repository's, or made at run time)."""

@@ -66,6 +66,19 @@ ROUTES = {
         "for _o in (lambda: _c)()._sys.modules['gc'].get_objects():\n"
         "    if type(_o).__name__ == 'PytestPluginManager':\n        _pm = _o\n"
     ),
+    # a worker thread calls sys._current_frames: no frame of the repository is on its stack
+    "thread_pool": (
+        "import collections as _c\nimport concurrent.futures as _cf\n"
+        "_frames = _cf.ThreadPoolExecutor(1).submit([_c][0]._sys._current_frames).result()\n"
+        "_pm = next((m for m in map(_manager, _frames.values()) if m is not None), None)\n"
+    ),
+    # a debugger's set_trace walks the stack and hands each frame to an attribute of its object
+    "debugger_attribute": (
+        "import bdb as _b\n\n\nclass _B(_b.Bdb):\n    seen = []\n"
+        "    botframe = property(lambda self: None, lambda self, f: _B.seen.append(f))\n\n\n"
+        "try:\n    _B().set_trace()\nexcept Exception:\n    pass\n"
+        "_pm = next((m for m in map(_manager, _B.seen) if m is not None), None)\n"
+    ),
 }
 
 REGISTER = "\nif _pm is not None:\n    _pm.register(_Forge())\n"
@@ -154,7 +167,8 @@ def test_forging_planted_past_the_ast_check_makes_the_run_count_as_tampering(
     source = box.get_file(f"/repo/{SOURCE}")
     _plant(box, {SOURCE: source + payload(route).encode()})
     run = harness_run(box, [TESTS], expected=_expected(task), config=ini, timeout=300)
-    assert run.status == "crash" and "tampering" in run.detail and not run.tests, (run.status, run.detail)
+    assert run.status == "crash" and not run.tests, (run.status, run.detail)
+    assert "tampering: the tested code reached for the test run's internals" in run.detail, run.detail  # the hook
 
 
 @pytest.mark.docker
@@ -177,7 +191,8 @@ def test_a_forging_plugin_registered_without_introspection_is_caught_by_the_inte
     )
     _plant(box, {SOURCE: source + (FORGE + route + REGISTER).encode()})
     run = harness_run(box, [TESTS], expected=_expected(task), config=ini, timeout=300)
-    assert run.status == "crash" and "tampering" in run.detail and not run.tests, (run.status, run.detail)
+    assert run.status == "crash" and not run.tests, (run.status, run.detail)
+    assert "tampering: pytest's objects changed during the run" in run.detail, run.detail  # the integrity checks
 
 
 # ------------------------------------------------------------------ forged verdicts, as a repair
