@@ -249,7 +249,7 @@ def make_recorder(pytest, fd, token, secret, write, close, sha256, integrity):
             state["session"], state["pm"] = session, session.config.pluginmanager
 
         def pytest_collectreport(self, report):
-            note(integrity.check(state["pm"], report))
+            note(integrity.check(state["pm"], report, full=False))
             count(report)
             if report.failed:
                 nodeid = report.nodeid or "."
@@ -277,7 +277,7 @@ def make_recorder(pytest, fd, token, secret, write, close, sha256, integrity):
             return result
 
         def pytest_runtest_logreport(self, report):
-            note(integrity.check(state["pm"], report))
+            note(integrity.check(state["pm"], report, full=report.when == "call"))
             count(report)
             status = status_of(report)
             if status == "passed" and observed.get(report.nodeid) != "returned":

@@ -268,6 +268,9 @@ class Integrity:
     def __init__(self, report_classes, trusted, prefixes=FRAMEWORK):
         self._report_classes = tuple(report_classes)
         self._trusted = trusted
+        self._dotted = tuple(p + "." for p in prefixes)
+        self._flat = []  # (a module's or class's namespace, key, value), compared by identity
+        self._seen_modules = 0
         self._prefixes = prefixes
         self._modules = {}
         self._classes = {}
@@ -277,13 +280,12 @@ class Integrity:
         self._mutable = frozenset({(util, "_reprcompare"), (util, "_assertion_pass"), (util, "_config")})
 
     def _framework_modules(self):
-        out = []
-        for name, module in list(sys.modules.items()):
-            if module is not None and (
-                name in self._prefixes or name.startswith(tuple(p + "." for p in self._prefixes))
-            ):
-                out.append((name, module))
-        return out
+        dotted = self._dotted
+        return [
+            (n, m)
+            for n, m in list(sys.modules.items())
+            if m is not None and (n in self._prefixes or n.startswith(dotted))
+        ]
 
     def snapshot(self, pluginmanager):
         """Record the framework's modules, classes and hook implementations (at collection's end)."""
@@ -295,9 +297,13 @@ class Integrity:
     def _take(self, name, module):
         values = dict(vars(module))
         self._modules[name] = (module, values)
+        self._flat += [(vars(module), k, v, name) for k, v in values.items() if (name, k) not in self._mutable]
         for value in values.values():
-            if isinstance(value, type) and value not in self._classes:
+            # the framework's own classes (what it imports from elsewhere is that module's)
+            if isinstance(value, type) and value not in self._classes and value.__module__ == name:
                 self._classes[value] = dict(vars(value))
+                self._flat += [(vars(value), k, v, value.__qualname__) for k, v in vars(value).items()
+                               if (value.__qualname__, k) not in _MUTABLE_CLASS_ATTRIBUTES]  # fmt: skip
 
     @staticmethod
     def _hookimpls(pluginmanager):
@@ -306,42 +312,65 @@ class Integrity:
             impls = getattr(caller, "get_hookimpls", None)
             if impls is None:
                 continue
-            out[name] = [(id(i.plugin), i.function, getattr(i.function, "__code__", None), i.hookwrapper,
+            out[name] = [(i.plugin, i.function, getattr(i.function, "__code__", None), i.hookwrapper,
                           getattr(i, "wrapper", False)) for i in impls()]  # fmt: skip
         return out
 
-    def check(self, pluginmanager, report=None, builtins_too=False):
-        """What differs from the snapshot (empty: nothing), and ``report``'s own class."""
+    def _same_hooks(self, hooks):
+        if hooks.keys() != self._hooks.keys():
+            return False
+        for name, impls in hooks.items():
+            before = self._hooks[name]
+            if len(impls) != len(before):
+                return False
+            for now, then in zip(impls, before, strict=True):
+                if any(a is not b for a, b in zip(now, then, strict=True)):
+                    return False
+        return True
+
+    def check(self, pluginmanager, report=None, full=True):
+        """What differs from the snapshot (empty: nothing), and ``report``'s own class.
+
+        The hook implementations are compared every time; the framework's modules, classes and
+        signal handlers only when ``full`` (at each call phase's report and at unconfigure).
+        """
         problems = []
         if report is not None and type(report) not in self._report_classes:
             problems.append(f"a report of class {type(report).__qualname__}, not pytest's")
         if self._hooks is None:
             return problems
-        for name, module in self._framework_modules():
-            if name not in self._modules:
-                self._take(name, module)  # imported later by pytest itself: held from now on
-                continue
-            original, values = self._modules[name]
-            if module is not original:
+        hooks = self._hookimpls(pluginmanager)
+        if not self._same_hooks(hooks):
+            problems.append("the registered hook implementations changed (a plugin added, removed or wrapped)")
+            problems += self.foreign_hooks(hooks)
+        if full:
+            problems += self._changed_modules() + self.foreign_signal_handlers()
+        return problems
+
+    def _changed_modules(self):
+        """Replaced module or class attributes, modules replaced in the table, attributes added."""
+        missing = object()
+        problems = [f"{owner}.{k} was replaced" for space, k, v, owner in self._flat if space.get(k, missing) is not v]
+        if len(sys.modules) != self._seen_modules:
+            self._seen_modules = len(sys.modules)
+            for name, module in self._framework_modules():
+                if name not in self._modules:
+                    self._take(name, module)  # imported later by pytest itself: held from now on
+        table = sys.modules
+        for name, (module, values) in self._modules.items():
+            if table.get(name) is not module:
                 problems.append(f"module {name} was replaced in the module table")
-                continue
             now = vars(module)
-            for key, value in values.items():
-                if now.get(key, values) is not value and (name, key) not in self._mutable:
-                    problems.append(f"{name}.{key} was replaced")
-            problems += [f"{name}.{key} was added" for key in now.keys() - values.keys() if not key.startswith("__")]
+            if len(now) != len(values):
+                problems += [f"{name}.{k} was added" for k in now.keys() - values.keys() if not k.startswith("__")]
         for cls, values in self._classes.items():
             now = vars(cls)
-            for key, value in values.items():
-                if now.get(key, values) is not value and (cls.__qualname__, key) not in _MUTABLE_CLASS_ATTRIBUTES:
-                    problems.append(f"{cls.__module__}.{cls.__qualname__}.{key} was replaced")
-            added = [k for k in now.keys() - values.keys() if (cls.__qualname__, k) not in _MUTABLE_CLASS_ATTRIBUTES]
-            problems += [f"{cls.__module__}.{cls.__qualname__}.{key} was added" for key in added]
-        problems += self.foreign_signal_handlers()
-        hooks = self._hookimpls(pluginmanager)
-        if hooks != self._hooks:
-            problems.append("the registered hook implementations changed (a plugin added, removed or wrapped)")
-        return problems + self.foreign_hooks(hooks)
+            if len(now) != len(values):
+                added = [
+                    k for k in now.keys() - values.keys() if (cls.__qualname__, k) not in _MUTABLE_CLASS_ATTRIBUTES
+                ]
+                problems += [f"{cls.__module__}.{cls.__qualname__}.{key} was added" for key in added]
+        return problems
 
     def foreign_signal_handlers(self):
         """Signal handlers not from trusted code: a handler is given the interrupted frame with no audit event."""
