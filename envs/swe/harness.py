@@ -37,9 +37,10 @@ A run counts only if it **ended honestly**: pytest exited on its own (not killed
 equal to the session status in its record and consistent with it (0: every test passed or was
 skipped; 1: some failed; 2: collection errors; 5: nothing collected), the record's failure count
 equals pytest's own, every collected item reported, exactly one signed record came through the
-pipe and nothing else (no refusal of the audit hook), its ``tampered`` list is empty, and no process of the run user outlived pytest. After pytest exits every
-process of the run user is killed before the record is read. Anything else is status ``crash`` and its
-``tests`` are empty: a crash never counts as a pass.
+pipe and nothing else (no refusal of the audit hook), its ``tampered`` list is empty, and no
+process of the run user outlived pytest. After pytest exits every process of the run user is
+killed before the record is read. Anything else is status ``crash`` and its ``tests`` are empty:
+a crash never counts as a pass.
 
 Example (validation or grading, on a fresh container whose ``/repo`` holds the state)::
 

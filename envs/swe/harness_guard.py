@@ -18,19 +18,23 @@ the code, defaults or class of a trusted object, and the process's ``/proc`` fil
 environment, command line and parents). A trusted helper called by untrusted code acts for it
 (``inspect.currentframe``, ``traceback.walk_stack``, anything of pytest or pluggy), so the rule
 looks at the chain of trusted frames between the operation and the nearest untrusted frame: the
-operation is refused when that chain is empty or holds a helper whose job is to hand frames
-back (:data:`EXPOSING`) or a frame of the test framework or the harness. Helpers that only read
+operation is refused when that chain is empty, when the helper untrusted code called hands frames
+back (:data:`EXPOSING`), or when the chain holds a frame of the test framework, the harness or a
+debugger (:data:`EXPOSING_FILES`); a trampoline that runs queued work (:data:`TRAMPOLINES`: a
+thread's or a thread pool's ``run``) counts as the untrusted code that queued it. Helpers that only read
 frames and hand back text (``logging``'s caller lookup, ``traceback.format_exc``, ``namedtuple``)
 still work for the repository's code. A refusal raises in the tested code AND writes a line
 ``refused ...`` to the record's pipe at once, so the run counts as tampering even where the code
 catches the error.
 
-**Integrity checks** (:class:`Integrity`), made by the recorder at every report and when pytest
-unconfigures: the report classes are the ones imported before the repository was on the path;
-every class and module of pytest, pluggy and pytest-timeout (and the harness) holds the very
-objects it held when collection finished; the registered hook implementations (plugin, function,
-code) are the same list, none added, removed or wrapped; and a call phase reported passed was
-observed by the recorder's own innermost ``pytest_runtest_call`` wrapper to return, not raise.
+**Integrity checks** (:class:`Integrity`), made by the recorder at every report: the report
+classes are the ones imported before the repository was on the path; the registered hook
+implementations (plugin, function, code) are the list snapshotted when collection finished, none
+from an untrusted file; a call phase reported passed was observed by the recorder's own innermost
+``pytest_runtest_call`` wrapper to return, not raise; and at each call phase's report and at
+unconfigure, every class and module of pytest, pluggy and pytest-timeout (and the harness) holds
+the very objects it held then, and every signal handler is trusted code (a handler is given the
+interrupted frame with no audit event).
 """
 
 import os
