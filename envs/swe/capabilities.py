@@ -28,18 +28,16 @@ Example::
 
 from __future__ import annotations
 
-import ast
-import fnmatch
 import re
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from sparring import pyast, sparring_home
+from sparring.envs.swe.capability_finder import Capability, CapabilityFinder, CapabilityIndex, CapabilityUse
 
 try:
     import tomllib
@@ -49,75 +47,8 @@ except ModuleNotFoundError:  # Python 3.10
 __all__ = ["Capability", "CapabilityUse", "added_uses", "coding_problem", "find_uses", "load_capabilities"]
 
 _DATA = Path(__file__).with_name("capabilities.toml")
-_GETATTR = ("getattr", "setattr", "delattr", "hasattr")
-_OPENERS = ("open", "io.open", "os.fdopen", "io.FileIO", "codecs.open")
 _COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 _BLANK_OR_COMMENT = re.compile(rb"^[ \t\f]*(#.*)?\r?$")
-
-
-@dataclass(frozen=True)
-class Capability:
-    """One capability added code may not use (a table of ``capabilities.toml``)."""
-
-    name: str
-    why: str
-    modules: tuple[str, ...] = ()
-    attributes: tuple[str, ...] = ()
-    attribute_names: frozenset[str] = frozenset()
-    names: frozenset[str] = frozenset()
-    definitions: frozenset[str] = frozenset()
-    strings: tuple[re.Pattern[str], ...] = ()
-    dynamic_attributes: bool = False
-    module_values: bool = False
-    open_fd: bool = False
-    module_stores: bool = False
-    foreign: tuple[str, ...] = ()
-
-    @classmethod
-    def from_table(cls, name: str, table: dict[str, Any]) -> Capability:
-        """Build from a ``[capabilities.NAME]`` table."""
-        return cls(
-            name=name,
-            why=str(table.get("why", name)),
-            modules=tuple(table.get("modules", ())),
-            attributes=tuple(table.get("attributes", ())),
-            attribute_names=frozenset(table.get("attribute_names", ())),
-            names=frozenset(table.get("names", ())),
-            definitions=frozenset(table.get("definitions", ())),
-            strings=tuple(re.compile(s) for s in table.get("strings", ())),
-            dynamic_attributes=bool(table.get("dynamic_attributes", False)),
-            module_values=bool(table.get("module_values", False)),
-            open_fd=bool(table.get("open_fd", False)),
-            module_stores=bool(table.get("module_stores", False)),
-            foreign=tuple(table.get("foreign", ())),
-        )
-
-
-@dataclass(frozen=True)
-class CapabilityUse:
-    """One use of a capability in a file.
-
-    Attributes:
-        path: The file.
-        line: Its line number.
-        capability: The capability's name.
-        what: The construct (``import gc``, ``os.fork``, ``getattr with a computed name``).
-        text: The line, stripped (shown cut at 160 characters).
-    """
-
-    path: str
-    line: int
-    capability: str
-    what: str
-    text: str
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        """What makes two uses the same use, wherever they sit in the file."""
-        return self.capability, self.what, self.text
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.what} ({self.capability}): {self.text[:160]}"
 
 
 def _read_tables(path: Path) -> dict[str, Any]:
@@ -183,276 +114,6 @@ def coding_problem(new: bytes, old: bytes | None) -> str | None:
     return None
 
 
-@dataclass
-class _Index:
-    """The capabilities arranged for lookup by the finder."""
-
-    caps: list[Capability]
-    sensitive: set[str] = field(default_factory=set)
-    refused: set[str] = field(default_factory=set)
-    foreign: frozenset[str] = frozenset()
-
-    def __post_init__(self) -> None:
-        # modules whose attributes are listed: reached as a value or re-rooted inside a chain
-        self.sensitive = {a.split(".")[0] for c in self.caps for a in c.attributes}
-        self.refused = {m.split(".")[0] for c in self.caps for m in c.modules if "*" not in m}
-        # modules that are not the repository's: the standard library's and the image's packages
-        names = {n for c in self.caps if c.module_stores for n in c.foreign}
-        self.foreign = frozenset(names | set(getattr(sys, "stdlib_module_names", ())) if names else ())
-
-    def module(self, dotted: str, reroot: bool = False) -> Iterator[Capability]:
-        """Capabilities whose modules ``dotted`` is or is in; with ``reroot`` also through another module."""
-        parts = dotted.split(".")
-        candidates = [dotted]
-        if reroot:
-            candidates += [".".join(parts[i:]) for i in range(1, len(parts)) if parts[i] in self.refused]
-        for cap in self.caps:
-            if any(fnmatch.fnmatchcase(p, pat) for pat in cap.modules for c in candidates for p in _prefixes(c)):
-                yield cap
-
-    def attribute(self, dotted: str) -> Iterator[Capability]:
-        candidates = self.rerooted(dotted)
-        for cap in self.caps:
-            if any(fnmatch.fnmatchcase(p, pat) for pat in cap.attributes for c in candidates for p in _prefixes(c)):
-                yield cap
-
-    def rerooted(self, dotted: str) -> list[str]:
-        """``dotted`` and each tail of it that starts at a listed module (``shutil.os.fork`` -> ``os.fork``)."""
-        parts = dotted.split(".")
-        return [dotted, *(".".join(parts[i:]) for i in range(1, len(parts)) if parts[i] in self.sensitive)]
-
-    def flagged(self, attr: str) -> Iterator[Capability]:
-        return (c for c in self.caps if getattr(c, attr))
-
-
-def _prefixes(dotted: str) -> list[str]:
-    parts = dotted.split(".")
-    return [".".join(parts[: i + 1]) for i in range(len(parts))]
-
-
-class _Finder(ast.NodeVisitor):
-    """Every capability use in one module's AST."""
-
-    def __init__(self, index: _Index, path: str, lines: list[str]):
-        self.index, self.path, self.lines = index, path, lines
-        self.aliases: dict[str, str] = {}
-        # module-level names bound by def, class or import and never deleted: those are not builtins
-        self.defined: set[str] = set()
-        self.uses: list[CapabilityUse] = []
-        self.line_override: int | None = None
-
-    # -- bookkeeping
-
-    def prepare(self, tree: ast.AST) -> None:
-        for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                child._sparring_parent = node  # type: ignore[attr-defined]
-            if isinstance(node, ast.Import):
-                for a in node.names:
-                    self.aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-            elif isinstance(node, ast.ImportFrom):
-                base = "." * node.level + (node.module or "")
-                for a in node.names:
-                    if a.name != "*":
-                        self.aliases[a.asname or a.name] = f"{base}.{a.name}" if base else a.name
-        body = tree.body if isinstance(tree, ast.Module) else []
-        self.defined = {n.name for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
-        self.defined.update(self.aliases)
-        # `del NAME` makes NAME the builtin again, wherever it stands
-        self.defined -= {t.id for n in ast.walk(tree) if isinstance(n, ast.Delete) for t in n.targets
-                         if isinstance(t, ast.Name)}  # fmt: skip
-
-    def add(self, node: ast.AST, caps: Iterable[Capability], what: str) -> None:
-        line: int = self.line_override or getattr(node, "lineno", None) or 1
-        text = self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
-        for cap in caps:
-            self.uses.append(CapabilityUse(self.path, line, cap.name, what, text))
-
-    def dotted(self, node: ast.AST) -> str | None:
-        """The dotted name an expression refers to, aliases resolved; None when it is not a name."""
-        parts: list[str] = []
-        while isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-            node = node.value
-        if isinstance(node, ast.Call) and self.constant_getattr(node):
-            base = self.dotted(node.args[0])
-            return None if base is None else ".".join([base, node.args[1].value, *reversed(parts)])  # type: ignore[attr-defined]
-        if isinstance(node, ast.Name):
-            return ".".join([self.aliases.get(node.id, node.id), *reversed(parts)])
-        return None
-
-    def builtin(self, node: ast.AST, names: Iterable[str]) -> str | None:
-        if isinstance(node, ast.Name) and node.id in names and node.id not in self.defined:
-            return node.id
-        return None
-
-    def constant_getattr(self, node: ast.Call) -> bool:
-        return (
-            self.builtin(node.func, _GETATTR) is not None
-            and len(node.args) >= 2
-            and isinstance(node.args[1], ast.Constant)
-            and isinstance(node.args[1].value, str)
-        )
-
-    # -- visitors
-
-    def visit_Import(self, node: ast.Import) -> None:
-        for a in node.names:
-            self.add(node, self.index.module(a.name), f"import {a.name}")
-
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        module = node.module or ""
-        if node.level:
-            return  # the repository's own modules
-        self.add(node, self.index.module(module), f"import {module}")
-        for a in node.names:
-            if a.name == "*":
-                if module.split(".")[0] in self.index.sensitive:
-                    self.add(node, self.index.flagged("module_values"), f"from {module} import *")
-                continue
-            full = f"{module}.{a.name}"
-            self.add(node, self.index.attribute(full), full)
-            self.add(node, (c for c in self.index.caps if a.name in c.attribute_names), a.name)
-
-    def visit_Name(self, node: ast.Name) -> None:
-        parent = getattr(node, "_sparring_parent", None)
-        name = self.builtin(node, {n for c in self.index.caps for n in c.names})
-        if name is not None:
-            self.add(node, (c for c in self.index.caps if name in c.names), name)
-        if self.builtin(node, _GETATTR) and not (isinstance(parent, ast.Call) and parent.func is node):
-            self.add(node, self.index.flagged("dynamic_attributes"), f"{node.id} used as a value")
-        module = self.aliases.get(node.id, "")
-        if module and not (isinstance(parent, ast.Attribute) and parent.value is node):
-            self.add(node, self.index.module(module), node.id)  # a refused module used as a value
-        if (
-            isinstance(node.ctx, ast.Load)
-            and module.split(".")[-1] in self.index.sensitive
-            and not (isinstance(parent, ast.Attribute) and parent.value is node)
-            and not (isinstance(parent, ast.Call) and parent.args[:1] == [node] and self.constant_getattr(parent))
-        ):
-            self.add(node, self.index.flagged("module_values"), f"module {module} used as a value")
-
-    def visit_Attribute(self, node: ast.Attribute) -> None:
-        self.add(node, (c for c in self.index.caps if node.attr in c.attribute_names), f".{node.attr}")
-        self.add(node, (c for c in self.index.caps if node.attr in c.definitions and isinstance(node.ctx, ast.Store)),
-                 f".{node.attr} assigned")  # fmt: skip
-        parent = getattr(node, "_sparring_parent", None)
-        if not (isinstance(parent, ast.Attribute) and parent.value is node):  # the whole chain, once
-            dotted = self.dotted(node)
-            if dotted is not None:
-                self.add(node, self.index.attribute(dotted), dotted)
-                root: ast.expr = node
-                while isinstance(root, ast.Attribute):
-                    root = root.value
-                if isinstance(root, ast.Name) and root.id in self.aliases:
-                    # each use of a refused module counts, so an import already there allows no new use
-                    self.add(node, self.index.module(dotted, reroot=True), dotted)
-                    self.foreign_attribute(node, dotted, node.ctx)
-                # a listed module reached through an imported module (shutil.os), used as a value
-                if (
-                    dotted.split(".")[-1] in self.index.sensitive
-                    and isinstance(root, ast.Name)
-                    and (root.id in self.aliases)
-                ):
-                    self.add(node, self.index.flagged("module_values"), f"module {dotted} used as a value")
-        self.generic_visit(node)
-
-    def visit_Call(self, node: ast.Call) -> None:
-        func = self.builtin(node.func, _GETATTR)
-        if func is not None:
-            if self.constant_getattr(node):
-                attr = node.args[1].value  # type: ignore[attr-defined]
-                base = self.dotted(node.args[0])
-                self.add(node, (c for c in self.index.caps if attr in c.attribute_names), f"{func} {attr!r}")
-                if func == "setattr":
-                    self.add(node, (c for c in self.index.caps if attr in c.definitions), f"setattr {attr!r}")
-                if base is not None:
-                    self.add(node, self.index.attribute(f"{base}.{attr}"), f"{base}.{attr}")
-                    root = node.args[0]
-                    while isinstance(root, ast.Attribute):
-                        root = root.value
-                    if isinstance(root, ast.Name) and root.id in self.aliases:
-                        store = ast.Store() if func in ("setattr", "delattr") else ast.Load()
-                        self.foreign_attribute(node, f"{base}.{attr}", store)
-            else:
-                self.add(node, self.index.flagged("dynamic_attributes"), f"{func} with a computed name")
-        opener = self.builtin(node.func, ("open",)) or self.dotted(node.func)
-        first = node.args[0] if node.args else None
-        if opener in _OPENERS and isinstance(first, ast.Constant) and isinstance(first.value, int):
-            self.add(node, self.index.flagged("open_fd"), f"{opener} on descriptor {first.value}")
-        self.generic_visit(node)
-
-    def foreign_attribute(self, node: ast.AST, dotted: str, ctx: ast.expr_context) -> None:
-        """Replacing an attribute of a module that is not the repository's, or reading a private one."""
-        if dotted.split(".")[0].lstrip(".") not in self.index.foreign or dotted.startswith("."):
-            return
-        if isinstance(ctx, ast.Store | ast.Del):
-            self.add(node, self.index.flagged("module_stores"), f"{dotted} replaced")
-        elif any(p.startswith("_") and not p.startswith("__") for p in dotted.split(".")[1:]):
-            self.add(node, self.index.flagged("module_stores"), f"private {dotted}")
-
-    def _definition(self, node: ast.AST, name: str) -> None:
-        self.add(node, (c for c in self.index.caps if name in c.definitions), f"{name} defined")
-
-    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        self._definition(node, node.name)
-        if node.returns is not None:
-            self.visit_annotation(node.returns)
-        for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs, node.args.vararg,
-                    node.args.kwarg]:  # fmt: skip
-            if arg is not None and arg.annotation is not None:
-                self.visit_annotation(arg.annotation)
-        for child in [*node.decorator_list, *node.args.defaults, *node.args.kw_defaults, *node.body]:
-            if child is not None:
-                self.visit(child)
-
-    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
-
-    def visit_Assign(self, node: ast.Assign) -> None:
-        for target in node.targets:
-            if isinstance(target, ast.Name):
-                self._definition(node, target.id)
-        self.generic_visit(node)
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        if isinstance(node.target, ast.Name):
-            self._definition(node, node.target.id)
-        self.visit_annotation(node.annotation)
-        self.visit(node.target)
-        if node.value is not None:
-            self.visit(node.value)
-
-    def visit_annotation(self, node: ast.AST) -> None:
-        """An annotation, and the code inside each string of it (``get_type_hints`` evaluates those)."""
-        self.visit(node)
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
-                try:
-                    inner = pyast.parse(sub.value.strip(), mode="eval")
-                except (SyntaxError, ValueError):
-                    continue
-                outer, self.line_override = self.line_override, self.line_override or sub.lineno
-                try:
-                    self.prepare_parents(inner)
-                    self.visit_annotation(inner.body)
-                finally:
-                    self.line_override = outer
-
-    @staticmethod
-    def prepare_parents(tree: ast.AST) -> None:
-        for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                child._sparring_parent = node  # type: ignore[attr-defined]
-
-    def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, str):
-            for cap in self.index.caps:
-                for pattern in cap.strings:
-                    if pattern.search(node.value):
-                        self.add(node, [cap], f"string matching {pattern.pattern!r}")
-                        break
-
-
 def find_uses(source: bytes, path: str, capabilities: list[Capability]) -> list[CapabilityUse]:
     """Every use of ``capabilities`` in a Python source.
 
@@ -464,7 +125,7 @@ def find_uses(source: bytes, path: str, capabilities: list[Capability]) -> list[
         text = source.decode(declared_encoding(source) or "utf-8", errors="replace")
     except LookupError:  # ast.parse accepted it, so this does not happen; the lines are only for show
         text = source.decode("utf-8", errors="replace")
-    finder = _Finder(_Index(capabilities), path, text.splitlines())
+    finder = CapabilityFinder(CapabilityIndex(capabilities), path, text.splitlines())
     finder.prepare(tree)
     finder.visit(tree)
     return sorted(set(finder.uses), key=lambda u: (u.line, u.capability, u.what))
@@ -504,6 +165,6 @@ def added_uses(
     for use in uses:
         if before[use.key] > 0:
             before[use.key] -= 1
-        elif use.text not in restored:
+        elif not all(part in restored for part in use.text.split("\n")):
             refused.append(str(use))
     return refused

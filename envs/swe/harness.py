@@ -27,14 +27,20 @@ left to the repository, the artifact or the code under test:
   report on disk for anything to rewrite, and a record written by anything but the recorder (a
   descriptor reached by number, a child left behind) does not verify. The process ends with
   ``os._exit`` as captured at start-up, so no exit hook or finalizer runs after the record.
+* **Its own guard inside the run** (``harness_guard.py``, copied beside the bootstrap): an audit
+  hook refuses the repository's code the frames, gc lists, trace functions, native memory and
+  forged code objects that reaching pytest's objects needs, and the recorder checks at every
+  report that pytest's and pluggy's modules, classes and hook implementations are unchanged and
+  that a test reported passed did return. Either finding makes the run a crash (``tampering``).
 
 A run counts only if it **ended honestly**: pytest exited on its own (not killed) with an exit code
 equal to the session status in its record and consistent with it (0: every test passed or was
 skipped; 1: some failed; 2: collection errors; 5: nothing collected), the record's failure count
 equals pytest's own, every collected item reported, exactly one signed record came through the
-pipe and nothing else, and no process of the run user outlived pytest. After pytest exits every
-process of the run user is killed before the record is read. Anything else is status ``crash`` and its
-``tests`` are empty: a crash never counts as a pass.
+pipe and nothing else (no refusal of the audit hook), its ``tampered`` list is empty, and no
+process of the run user outlived pytest. After pytest exits every process of the run user is
+killed before the record is read. Anything else is status ``crash`` and its ``tests`` are empty:
+a crash never counts as a pass.
 
 Example (validation or grading, on a fresh container whose ``/repo`` holds the state)::
 
@@ -86,6 +92,7 @@ MAX_RECORD_BYTES = 32 << 20
 OUTPUT_TAIL = 8000
 
 _BOOT = Path(__file__).with_name("harness_boot.py")
+_GUARD = Path(__file__).with_name("harness_guard.py")
 _CHANGED = 97  # harness_boot.CHANGED: the run refused to start (a pinned conftest.py or __init__.py differs)
 _ROOT = "/repo"
 _STATUS_LINE = re.compile(r"^sparring-harness rc=(\d+) strays=(\d+) alive=(\d+) bytes=(\d+)$", re.M)
@@ -122,7 +129,8 @@ def _harness_tar(folder: str, files: dict[str, bytes]) -> bytes:
 def _put_boot(sandbox: Any, token: str, files: dict[str, bytes] | None = None) -> str:
     """Copy the harness's folder (``boot.py`` and ``files``) into the container; returns its path."""
     folder = f"sparring-harness-{token}"
-    sandbox.put_archive("/tmp", _harness_tar(folder, {"boot.py": _BOOT.read_bytes(), **(files or {})}))
+    boot = {"boot.py": _BOOT.read_bytes(), "guard.py": _GUARD.read_bytes()}
+    sandbox.put_archive("/tmp", _harness_tar(folder, {**boot, **(files or {})}))
     return f"/tmp/{folder}"
 
 
@@ -305,10 +313,19 @@ def _judge(result: Any, status: re.Match[str] | None, record_bytes: bytes | None
     return run
 
 
+def _text(value: Any) -> str:
+    """``value`` as one line of at most 300 characters (bytes decoded leniently)."""
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    return text.replace("\n", " ")[:300]
+
+
 def _parse_record(data: bytes | None, token: str, secret: bytes) -> tuple[dict[str, Any] | None, str]:
     """The run's record if the pipe carried exactly one record signed by this run's recorder, else (None, why)."""
     if not data:
         return None, "pytest ended without writing its record (killed, exited early, or its descriptor was closed)"
+    refused = [line for line in data.split(b"\n") if line.startswith(b"refused ")]
+    if refused:  # written by the audit hook (harness_guard.py) the moment the tested code tried
+        return None, f"tampering: the tested code reached for the test run's internals: {_text(refused[0])}"
     lines = data.split(b"\n")
     if len(lines) != 2 or lines[1]:
         return None, "the record's pipe carried more than one record, or data besides it"
@@ -321,11 +338,13 @@ def _parse_record(data: bytes | None, token: str, secret: bytes) -> tuple[dict[s
     except (ValueError, SyntaxError, UnicodeDecodeError, MemoryError, RecursionError):
         return None, "the record is not a literal"
     fields = {"token": str, "exitstatus": int, "testsfailed": int, "failed_reports": int, "items": list,
-              "tests": dict, "collection_errors": list, "timeouts": list}  # fmt: skip
+              "tests": dict, "collection_errors": list, "timeouts": list, "tampered": list}  # fmt: skip
     if not isinstance(record, dict) or any(not isinstance(record.get(k), t) for k, t in fields.items()):
         return None, "the record lacks a field or has one of the wrong type"
     if record["token"] != token:
         return None, "the record belongs to another run"
+    if record["tampered"]:
+        return None, f"tampering: pytest's objects changed during the run: {_text(record['tampered'][0])}"
     statuses = ("passed", "failed", "error", "skipped")
     if not all(isinstance(k, str) and v in statuses for k, v in record["tests"].items()):
         return None, "the record holds a status that is not passed/failed/error/skipped"

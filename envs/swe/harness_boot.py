@@ -21,6 +21,9 @@ runs the tests. Two commands:
     plugins and the recorder below as plugin objects (none is imported by name once the
     repository is on the path).
 
+Before the repository is on ``sys.path`` the bootstrap loads ``guard.py`` (``harness_guard.py``)
+and installs its audit hook; the recorder checks the guard's integrity snapshot at every report.
+
 The recorder keeps every report pytest gives (collection and test phases) and, when pytest
 unconfigures, writes ONE line to file descriptor 3: an HMAC and a Python literal holding the token
 of the run, pytest's exit status and failure count, the collected items and each test's status.
@@ -207,79 +210,113 @@ def sign(secret, payload, sha256):
     return sha256(bytes(b ^ 0x5C for b in key) + inner).hexdigest()
 
 
-def make_recorder(pytest, fd, token, secret, write, close, sha256):
+def make_recorder(pytest, fd, token, secret, write, close, sha256, integrity):
     """The plugin object that records every report and writes the signed record to ``fd`` at unconfigure.
 
     ``write``, ``close`` and ``sha256`` are the functions as they were before the tested code could
-    replace module attributes, and the record is a Python literal made by ``repr`` of builtin types
-    (no ``json`` whose functions could be replaced). The secret was read from a descriptor that is
-    closed before any tested code runs: the tested code can forge a record only by reaching this
-    object's memory, which the harness's AST check refuses (frames, gc, the module table).
+    replace module attributes, and so are the builtins and helpers the hooks use (bound here, not
+    looked up in modules the tested code could change); the record is a Python literal made by
+    ``repr`` of builtin types. The secret was read from a descriptor that is closed before any
+    tested code runs. The state lives in this function's closure, not in attributes of the plugin
+    object pytest holds. ``integrity`` (:class:`harness_guard.Integrity`) is checked at every report
+    and at unconfigure; what it finds goes into the record's ``tampered`` list, and the harness
+    does not count such a run. A call phase reported passed must have been seen to return by the
+    recorder's own innermost ``pytest_runtest_call`` wrapper.
     """
+    _repr, _int, _sorted, _set, _hasattr, _len = repr, int, sorted, set, hasattr, len
+    status_of, severity, signer = _status, dict(_SEVERITY), sign
+    base_exception, outcome_exceptions = BaseException, _outcome_exceptions(pytest)
+    state = {"session": None, "pm": None, "items": [], "failed_reports": 0}
+    tests, collection_errors, timeouts, tampered, observed = {}, [], _set(), [], {}
+
+    def note(problems):
+        for p in problems:
+            if p not in tampered and _len(tampered) < 50:
+                tampered.append(p)
+
+    def set_status(nodeid, status):
+        previous = tests.get(nodeid)
+        if previous is None or severity[status] > severity[previous]:
+            tests[nodeid] = status
+
+    def count(report):
+        # exactly how pytest's Session counts ``testsfailed``: the record must agree with it
+        if report.failed and not _hasattr(report, "wasxfail"):
+            state["failed_reports"] += 1
 
     class Recorder:
-        def __init__(self):
-            self.session = None
-            self.tests = {}
-            self.items = []
-            self.collection_errors = []
-            self.failed_reports = 0
-            self.timeouts = set()
-
-        def _set(self, nodeid, status):
-            previous = self.tests.get(nodeid)
-            if previous is None or _SEVERITY[status] > _SEVERITY[previous]:
-                self.tests[nodeid] = status
-
-        def _count(self, report):
-            # exactly how pytest's Session counts ``testsfailed``: the record must agree with it
-            if report.failed and not hasattr(report, "wasxfail"):
-                self.failed_reports += 1
-
         def pytest_sessionstart(self, session):
-            self.session = session
+            state["session"], state["pm"] = session, session.config.pluginmanager
 
         def pytest_collectreport(self, report):
-            self._count(report)
+            note(integrity.check(state["pm"], report, full=False))
+            count(report)
             if report.failed:
                 nodeid = report.nodeid or "."
-                self.collection_errors.append(nodeid)
-                self._set(nodeid, "error")
+                collection_errors.append(nodeid)
+                set_status(nodeid, "error")
             elif report.skipped and report.nodeid:
-                self._set(report.nodeid, "skipped")  # a module skipped as a whole
+                set_status(report.nodeid, "skipped")  # a module skipped as a whole
 
         def pytest_collection_finish(self, session):
-            self.items = [item.nodeid for item in session.items]
+            state["items"] = [item.nodeid for item in session.items]
+            note(integrity.snapshot(state["pm"]))
+
+        @pytest.hookimpl(wrapper=True, trylast=True)
+        def pytest_runtest_call(self, item):
+            # innermost wrapper: what the test itself did, before any other hook sees it
+            try:
+                result = yield
+            except outcome_exceptions:
+                observed[item.nodeid] = observed.get(item.nodeid) or "skipped"
+                raise
+            except base_exception:
+                observed[item.nodeid] = "raised"
+                raise
+            observed.setdefault(item.nodeid, "returned")
+            return result
 
         def pytest_runtest_logreport(self, report):
-            self._count(report)
-            status = _status(report)
+            note(integrity.check(state["pm"], report, full=report.when == "call"))
+            count(report)
+            status = status_of(report)
+            if status == "passed" and observed.get(report.nodeid) != "returned":
+                note([f"{report.nodeid} reported passed, but its test {observed.get(report.nodeid, 'never ran')}"])
             if status is not None:
-                self._set(report.nodeid, status)
+                set_status(report.nodeid, status)
             if report.failed and "from pytest-timeout" in (report.longreprtext or ""):
-                self.timeouts.add(report.nodeid)
+                timeouts.add(report.nodeid)
 
         @pytest.hookimpl(trylast=True)
         def pytest_unconfigure(self, config):
-            session = self.session
+            note(integrity.check(state["pm"]))
+            session = state["session"]
             record = {
                 "token": token,
-                "exitstatus": None if session is None else int(session.exitstatus),
+                "exitstatus": None if session is None else _int(session.exitstatus),
                 "testsfailed": None if session is None else session.testsfailed,
                 "testscollected": None if session is None else session.testscollected,
-                "failed_reports": self.failed_reports,
-                "items": self.items,
-                "tests": self.tests,
-                "collection_errors": sorted(set(self.collection_errors)),
-                "timeouts": sorted(self.timeouts),
+                "failed_reports": state["failed_reports"],
+                "items": state["items"],
+                "tests": tests,
+                "collection_errors": _sorted(_set(collection_errors)),
+                "timeouts": _sorted(timeouts),
+                "tampered": tampered,
             }
-            payload = repr(record).encode()
-            view = memoryview(sign(secret, payload, sha256).encode() + b" " + payload + b"\n")
+            payload = _repr(record).encode()
+            view = memoryview(signer(secret, payload, sha256).encode() + b" " + payload + b"\n")
             while view:
                 view = view[write(fd, view) :]
             close(fd)
 
     return Recorder()
+
+
+def _outcome_exceptions(pytest):
+    """pytest's skip and xfail exceptions: a test that raises one did not fail (nor pass)."""
+    from _pytest.outcomes import Skipped, XFailed
+
+    return (Skipped, XFailed)
 
 
 #: Exit status of a run that refused to start because a pinned file differs (pytest never uses it).
@@ -289,14 +326,32 @@ CHANGED = 97
 RECORD_FD, SECRET_FD = 3, 4
 
 
-def changed_pins(root, ini_path, files):
-    """The pinned files (see :func:`pristine_files`) that differ from the ini's record."""
+def _pinned(ini_path):
+    """Path -> sha256 (or ``absent``) of the files the ini pins."""
     recorded = {}
     with open(ini_path, encoding="utf-8") as f:
         for line in f:
             if line.startswith(PRISTINE):
                 digest, _, rel = line[len(PRISTINE) :].rstrip("\n").partition(" ")
                 recorded[rel] = digest
+    return recorded
+
+
+def _load_guard():
+    """The run-time guard (``guard.py`` beside this file), loaded by path before the repository is on the path."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guard.py")
+    spec = importlib.util.spec_from_file_location("sparring_harness_guard", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def changed_pins(root, ini_path, files):
+    """The pinned files (see :func:`pristine_files`) that differ from the ini's record."""
+    recorded = _pinned(ini_path)
     now = pristine_files(root, files)
     return sorted(rel for rel in set(recorded) | set(now) if recorded.get(rel, "absent") != now.get(rel, "absent"))
 
@@ -355,7 +410,18 @@ def _run(spec_path, image_pythonpath, secret, write, close, sha256):
             importlib.import_module(name)
         except Exception:
             pass
-    plugins = [make_recorder(pytest, fd, spec["token"], secret, write, close, sha256)]
+    guard = _load_guard()
+    from _pytest.reports import CollectReport, TestReport
+
+    stdlib = os.path.dirname(os.__file__)
+    site = [sysconfig.get_path(k, scheme, vars={"base": prefix, "platbase": prefix} if in_venv else None)
+            for k in ("purelib", "platlib")]  # fmt: skip
+    here = os.path.dirname(os.path.abspath(__file__))
+    folders = [p.rstrip("/") + "/" for p in [stdlib, here, *filter(None, site)]]
+    trusted = [os.path.join(spec["root"], f.split("::")[0]) for f in spec["files"]]
+    trusted += [os.path.join(spec["root"], rel) for rel in _pinned(spec["ini"])]
+    integrity = guard.Integrity((TestReport, CollectReport), guard.make_trusted(folders, trusted))
+    plugins = [make_recorder(pytest, fd, spec["token"], secret, write, close, sha256, integrity)]
     for name in spec["plugins"]:
         try:
             # given to pytest as a module object: ``-p NAME`` would make pytest import it by name
@@ -363,6 +429,8 @@ def _run(spec_path, image_pythonpath, secret, write, close, sha256):
             plugins.append(importlib.import_module(name))
         except Exception:
             continue  # not installed in this image: its options stay unknown
+    # From here on the repository's code may run: the audit hook goes in first (see harness_guard).
+    guard.install(folders, trusted, fd, write)
     entries = [spec["root"], *(p for p in image_pythonpath.split(os.pathsep) if p)]
     sys.path[:0] = list(dict.fromkeys(os.path.abspath(p) for p in entries))
     if image_pythonpath:

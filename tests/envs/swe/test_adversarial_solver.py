@@ -284,19 +284,17 @@ def test_class2_code_reaching_the_test_machinery_is_refused(env: Any, actions: l
     assert any(refused in t for t in outcome["tampering"]), outcome["tampering"]
 
 
-def test_in_process_forging_beats_any_test_run_so_the_ast_check_is_what_stops_it(
-    bug_box: Any, task: dict[str, Any]
-) -> None:
-    """The limit that remains for the run itself (docs/swe.md): code in the pytest process can lie.
+def test_in_process_forging_planted_past_the_ast_check_counts_as_tampering(bug_box: Any, task: dict[str, Any]) -> None:
+    """The run-time layer alone (harness_guard.py): the gc forger, planted past the AST check, cannot pass.
 
-    Planted past the AST check, the gc forger makes the harness's honest-looking run pass with the
-    bug in; the repair env refuses the same code before running it (the test above).
+    The audit hook refuses gc's object list to the repository's code and reports the attempt, so
+    the run is a crash; more variants are in test_adversarial_runtime.py.
     """
     box, ini = bug_box
     source = box.get_file(f"/repo/{SOURCE}")
     _plant(box, {SOURCE: source + GC_FORGER.encode()})
     run = harness_run(box, [TESTS], expected=_expected(task), config=ini, timeout=300)
-    assert run.status == "passed" and not run.missing and box.exec(f"grep -qF '{BUGGY_LINE}' /repo/{SOURCE}").ok
+    assert run.status == "crash" and "tampering" in run.detail and not run.tests, (run.status, run.detail)
 
 
 # ------------------------------------------------------------- class 3: the process around the report
@@ -307,7 +305,8 @@ def test_in_process_forging_beats_any_test_run_so_the_ast_check_is_what_stops_it
     [
         (SIGKILL_FORGER, "refused", "os.kill (signals)"),
         (DETACHED_FORGER, "refused", "os.fork (processes)"),
-        (COMPUTED_FD_FORGER, "crash", "not signed by the harness's recorder"),  # no refused name: layer 4
+        # reads the run spec through sys.argv (runner_state); layer 4 alone is tested below
+        (COMPUTED_FD_FORGER, "refused", "sys.argv"),
     ],
     ids=["forge_then_sigkill", "detached_child", "computed_descriptor"],
 )

@@ -1,0 +1,405 @@
+"""The harness's run-time guard inside the test process (loaded by ``harness_boot.py``, never by the host).
+
+The graded tests import the repository's code into the pytest process, so that code could reach
+pytest's objects and rewrite what they report. The AST check on added code is a first layer; a
+denylist of syntax cannot be complete (pattern matching reads attributes, chains start at calls,
+names are computed), so this module closes the class at run time, in two parts:
+
+**An audit hook** (:func:`install`), added before pytest imports anything of the repository.
+Python code cannot remove an audit hook, and its state lives in its closure, which nothing else
+references. While *untrusted* code is on the stack (a frame whose code file is not under the
+standard library, the interpreter's site-packages, the harness's folder or one of the run's
+trusted test files), it refuses what reaching pytest's objects needs and cannot be done without
+an audit event: frames (``sys._getframe``, ``sys._current_frames``, a traceback's ``tb_frame``, a
+generator's or coroutine's frame), the garbage collector's object lists, trace and profile
+functions, new audit hooks, native memory (``ctypes``), code objects made under a trusted file
+name (``compile``, ``code.replace``, ``marshal``), function objects made from code, replacing
+the code, defaults or class of a trusted object, and the process's ``/proc`` files (its
+environment, command line and parents). A trusted helper called by untrusted code acts for it
+(``inspect.currentframe``, ``traceback.walk_stack``, anything of pytest or pluggy), so the rule
+looks at the chain of trusted frames between the operation and the nearest untrusted frame: the
+operation is refused when that chain is empty, when the helper untrusted code called hands frames
+back (:data:`EXPOSING`), or when the chain holds a frame of the test framework, the harness or a
+debugger (:data:`EXPOSING_FILES`); a trampoline that runs queued work (:data:`TRAMPOLINES`: a
+thread's or a thread pool's ``run``) counts as the untrusted code that queued it. Helpers that only read
+frames and hand back text (``logging``'s caller lookup, ``traceback.format_exc``, ``namedtuple``)
+still work for the repository's code. A refusal raises in the tested code AND writes a line
+``refused ...`` to the record's pipe at once, so the run counts as tampering even where the code
+catches the error.
+
+**Integrity checks** (:class:`Integrity`), made by the recorder at every report: the report
+classes are the ones imported before the repository was on the path; the registered hook
+implementations (plugin, function, code) are the list snapshotted when collection finished, none
+from an untrusted file; a call phase reported passed was observed by the recorder's own innermost
+``pytest_runtest_call`` wrapper to return, not raise; and at each call phase's report and at
+unconfigure, every class and module of pytest, pluggy and pytest-timeout (and the harness) holds
+the very objects it held then, and every signal handler is trusted code (a handler is given the
+interrupted frame with no audit event).
+"""
+
+import os
+import sys
+
+#: Trusted helpers whose result hands frames (or tracebacks) to their caller: (file tail, function).
+EXPOSING = frozenset(
+    {
+        ("inspect.py", "currentframe"),
+        ("inspect.py", "stack"),
+        ("inspect.py", "trace"),
+        ("inspect.py", "getouterframes"),
+        ("inspect.py", "getinnerframes"),
+        ("traceback.py", "walk_stack"),
+        ("traceback.py", "walk_tb"),
+        ("logging/__init__.py", "<lambda>"),  # logging.currentframe
+        ("asyncio/base_tasks.py", "_task_get_stack"),
+        ("asyncio/tasks.py", "get_stack"),
+        ("threading.py", "_bootstrap_inner"),  # runs threading.settrace's function in a new thread
+    }
+)
+
+#: Trusted functions that call what other code queued (a thread's target, an executor's work, an
+#: event loop's callback): on a stack with no untrusted frame they stand for whoever queued it.
+TRAMPOLINES = frozenset(
+    {
+        ("threading.py", "run"),
+        ("concurrent/futures/thread.py", "run"),
+        ("asyncio/events.py", "_run"),
+        ("sched.py", "run"),
+        ("threading.py", "_bootstrap_inner"),
+    }
+)
+
+#: Trusted modules any of whose functions may hand frames to their caller's objects (debuggers,
+#: tracers, profilers, interactive consoles): a frame they get is refused to untrusted callers.
+EXPOSING_FILES = tuple(
+    "/" + f
+    for f in ("bdb.py", "pdb.py", "trace.py", "profile.py", "cProfile.py", "cgitb.py", "doctest.py", "code.py",
+              "pydoc.py", "tracemalloc.py", "timeit.py", "runpy.py")
+)  # fmt: skip
+
+#: Audit events refused for untrusted code (the chain rule above applies).
+FRAME_EVENTS = frozenset(
+    {
+        "sys._getframe",
+        "sys._current_frames",
+        "sys._current_exceptions",
+        "sys._getframemodulename",
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+        "function.__new__",
+    }
+)
+
+#: Attributes whose read raises ``object.__getattr__`` and hands back a frame.
+FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
+
+#: Events judged one by one (see ``_judge``): changes to trusted objects, forged code, /proc, threads.
+OTHER_EVENTS = frozenset(
+    {"object.__setattr__", "object.__delattr__", "code.__new__", "compile", "marshal.loads", "marshal.load", "open",
+     "os.listdir", "os.scandir"}
+)  # fmt: skip
+
+#: Events refused whenever untrusted code is anywhere on the stack (no helper needs them for it).
+ALWAYS_EVENTS = frozenset({"sys.settrace", "sys.setprofile", "sys.addaudithook", "sys.monitoring.register_callback"})
+
+#: Module name prefixes of the test framework and the harness (their frames never act for untrusted code).
+FRAMEWORK = ("_pytest", "pytest", "pluggy", "pytest_timeout", "iniconfig", "__main__", "sparring_harness_guard")
+
+
+def install(trusted_prefixes, trusted_files, fd, write):
+    """Add the audit hook (see the module docstring); nothing keeps a reference to it but the interpreter.
+
+    Args:
+        trusted_prefixes: Folders (ending in ``/``) whose code is trusted.
+        trusted_files: Absolute paths of trusted files outside them (the run's test files).
+        fd: The record's descriptor, where each refusal is written as one line.
+        write: ``os.write`` as captured before any tested code ran.
+    """
+    getframe, get_ident, add = sys._getframe, __import__("_thread").get_ident, sys.addaudithook
+    busy = set()
+    trusted = make_trusted(trusted_prefixes, trusted_files)
+    framework_files = tuple(_framework_folders(tuple(trusted_prefixes)))
+    reported = []
+
+    def verdict(frame, chain_rule):
+        """Why the operation done by ``frame``'s code must be refused, or None."""
+        chain = []
+        if frame is None:
+            return "no Python caller (a thread started on a builtin function)"
+        while frame is not None:
+            code = frame.f_code
+            name = code.co_filename
+            # a trampoline (a thread's or an executor's run) calls what untrusted code queued: it
+            # stands for that code, whose frame is no longer on the stack
+            if not trusted(name) or (_listed(name, code.co_name, TRAMPOLINES) and (chain_rule or not chain)):
+                if not chain_rule:
+                    return f"untrusted code at {name}:{frame.f_lineno}"
+                if not chain:
+                    return f"{name}:{frame.f_lineno}"
+                entry_file, entry = chain[-1]  # the trusted function untrusted code called
+                if _listed(entry_file, entry, EXPOSING) or any(
+                    f.startswith(framework_files) or f.endswith(EXPOSING_FILES) for f, _ in chain
+                ):
+                    return f"{name}:{frame.f_lineno} through {entry} ({entry_file})"
+                return None
+            if code.co_name == "_find_and_load" and name.startswith("<frozen "):
+                return None  # a module's own top-level code, being imported; its importer does not see its frames
+            chain.append((name, code.co_name))
+            frame = frame.f_back
+        return None
+
+    def hook(event, args):
+        ident = get_ident()
+        if ident in busy:
+            return
+        if not (
+            event in FRAME_EVENTS
+            or event in ALWAYS_EVENTS
+            or event.startswith("ctypes.")
+            or (event == "object.__getattr__" and args[1] in FRAME_ATTRIBUTES)
+            or event in OTHER_EVENTS
+        ):
+            return
+        busy.add(ident)
+        try:
+            why = _judge(event, args, getframe(1), verdict, trusted)
+        finally:
+            busy.discard(ident)
+        if why is None:
+            return
+        line = f"refused {event}: {why}"
+        if len(reported) < 20:
+            reported.append(line)
+            try:
+                write(fd, (line.replace("\n", " ")[:500] + "\n").encode("utf-8", "replace"))
+            except OSError:
+                pass  # the pipe is gone: the run has no record and counts as a crash anyway
+        raise RuntimeError(f"sparring harness: {line}")
+
+    add(hook)
+
+
+def make_trusted(trusted_prefixes, trusted_files):
+    """The test ``trusted(filename)``: code from a file under the trusted folders, or a trusted file."""
+    prefixes, files = tuple(trusted_prefixes), frozenset(trusted_files)
+
+    def trusted(filename):
+        return filename in files or filename.startswith(prefixes) or filename.startswith("<frozen ")
+
+    return trusted
+
+
+def _listed(filename, function, pairs):
+    """Whether (``filename``, ``function``) is one of ``pairs`` of (file tail, function)."""
+    return any(function == name and filename.endswith("/" + tail) for tail, name in pairs)
+
+
+def _framework_folders(prefixes):
+    """Folders of the test framework's packages under the trusted site folders, and the harness's."""
+    out = []
+    for prefix in prefixes:
+        if prefix.endswith("/site-packages/"):
+            out += [prefix + name for name in ("_pytest", "pytest", "pluggy")]
+            out.append(prefix + "pytest_timeout.py")  # a module file: matched as a prefix of its path
+        elif "sparring-harness-" in prefix:
+            out.append(prefix.rstrip("/"))
+    return out
+
+
+def _judge(event, args, frame, verdict, trusted):
+    """Why ``event`` (raised by ``frame``'s code) is refused, or None."""
+    if event in FRAME_EVENTS or event.startswith("ctypes.") or event == "object.__getattr__":
+        return verdict(frame, True)
+    if event in ALWAYS_EVENTS:
+        return verdict(frame, False) or (
+            "a thread's trace function" if frame.f_code.co_name == "_bootstrap_inner" else None
+        )
+    if event in ("object.__setattr__", "object.__delattr__"):
+        return verdict(frame, False) if _owned(args[0], trusted) else None
+    if event == "code.__new__":
+        return verdict(frame, False) if trusted(str(args[1])) else None
+    if event == "compile":
+        filename = args[1] if isinstance(args[1], str) else str(args[1])
+        if not trusted(filename) or _importing(frame, "source_to_code"):
+            return None
+        return verdict(frame, False)
+    if event in ("marshal.loads", "marshal.load"):
+        return None if _importing(frame, "_compile_bytecode") else verdict(frame, False)
+    path = args[0]
+    if isinstance(path, bytes):
+        path = path.decode("utf-8", "replace")
+    if isinstance(path, str) and os.path.normpath("/" + path if not path.startswith("/") else path).startswith("/proc"):
+        return verdict(frame, False)
+    return None
+
+
+def _importing(frame, name):
+    """Whether ``frame`` is the import system's ``name`` called by its own ``get_code`` (which read a real file)."""
+    while frame is not None and frame.f_code.co_name == "_call_with_frames_removed":
+        frame = frame.f_back
+    if frame is None or frame.f_code.co_name != name or not frame.f_code.co_filename.startswith("<frozen "):
+        return False
+    caller = frame.f_back
+    return (
+        caller is not None and caller.f_code.co_name == "get_code" and caller.f_code.co_filename.startswith("<frozen ")
+    )
+
+
+def _owned(obj, trusted):
+    """Whether ``obj`` (a function, a class or an instance) belongs to trusted code."""
+    code = getattr(obj, "__code__", None)
+    if code is not None and hasattr(code, "co_filename"):
+        return trusted(code.co_filename)
+    cls = obj if isinstance(obj, type) else type(obj)
+    module = sys.modules.get(getattr(cls, "__module__", None) or "")
+    filename = getattr(module, "__file__", None)
+    return module is not None and (filename is None or trusted(filename))
+
+
+# ------------------------------------------------------------------------------------- integrity
+
+#: Class attributes pytest itself reassigns during a run: (class, attribute).
+_MUTABLE_CLASS_ATTRIBUTES = frozenset(
+    {("pytestPDB", "_config"), ("pytestPDB", "_pluginmanager"), ("pytestPDB", "_recursive_debug"),
+     ("pytestPDB", "_wrapped_pdb_cls"), ("pytestPDB", "_saved")}
+)  # fmt: skip
+
+
+class Integrity:
+    """Snapshots of pytest's, pluggy's and the harness's objects, and the checks against them."""
+
+    def __init__(self, report_classes, trusted, prefixes=FRAMEWORK):
+        self._report_classes = tuple(report_classes)
+        self._trusted = trusted
+        self._dotted = tuple(p + "." for p in prefixes)
+        self._flat = []  # (a module's or class's namespace, key, value), compared by identity
+        self._seen_modules = 0
+        self._prefixes = prefixes
+        self._modules = {}
+        self._classes = {}
+        self._hooks = None
+        # module globals pytest itself sets around each test (the assertion rewriter's hooks)
+        util = "_pytest.assertion.util"
+        self._mutable = frozenset({(util, "_reprcompare"), (util, "_assertion_pass"), (util, "_config")})
+
+    def _framework_modules(self):
+        dotted = self._dotted
+        return [
+            (n, m)
+            for n, m in list(sys.modules.items())
+            if m is not None and (n in self._prefixes or n.startswith(dotted))
+        ]
+
+    def snapshot(self, pluginmanager):
+        """Record the framework's modules, classes and hook implementations (at collection's end)."""
+        for name, module in self._framework_modules():
+            self._take(name, module)
+        self._hooks = self._hookimpls(pluginmanager)
+        return self.foreign_hooks(self._hooks)
+
+    def _take(self, name, module):
+        values = dict(vars(module))
+        self._modules[name] = (module, values)
+        self._flat += [(vars(module), k, v, name) for k, v in values.items() if (name, k) not in self._mutable]
+        for value in values.values():
+            # the framework's own classes (what it imports from elsewhere is that module's)
+            if isinstance(value, type) and value not in self._classes and value.__module__ == name:
+                self._classes[value] = dict(vars(value))
+                self._flat += [(vars(value), k, v, value.__qualname__) for k, v in vars(value).items()
+                               if (value.__qualname__, k) not in _MUTABLE_CLASS_ATTRIBUTES]  # fmt: skip
+
+    @staticmethod
+    def _hookimpls(pluginmanager):
+        out = {}
+        for name, caller in sorted(vars(pluginmanager.hook).items()):
+            impls = getattr(caller, "get_hookimpls", None)
+            if impls is None:
+                continue
+            out[name] = [(i.plugin, i.function, getattr(i.function, "__code__", None), i.hookwrapper,
+                          getattr(i, "wrapper", False)) for i in impls()]  # fmt: skip
+        return out
+
+    def _same_hooks(self, hooks):
+        if hooks.keys() != self._hooks.keys():
+            return False
+        for name, impls in hooks.items():
+            before = self._hooks[name]
+            if len(impls) != len(before):
+                return False
+            for now, then in zip(impls, before, strict=True):
+                if any(a is not b for a, b in zip(now, then, strict=True)):
+                    return False
+        return True
+
+    def check(self, pluginmanager, report=None, full=True):
+        """What differs from the snapshot (empty: nothing), and ``report``'s own class.
+
+        The hook implementations are compared every time; the framework's modules, classes and
+        signal handlers only when ``full`` (at each call phase's report and at unconfigure).
+        """
+        problems = []
+        if report is not None and type(report) not in self._report_classes:
+            problems.append(f"a report of class {type(report).__qualname__}, not pytest's")
+        if self._hooks is None:
+            return problems
+        hooks = self._hookimpls(pluginmanager)
+        if not self._same_hooks(hooks):
+            problems.append("the registered hook implementations changed (a plugin added, removed or wrapped)")
+            problems += self.foreign_hooks(hooks)
+        if full:
+            problems += self._changed_modules() + self.foreign_signal_handlers()
+        return problems
+
+    def _changed_modules(self):
+        """Replaced module or class attributes, modules replaced in the table, attributes added."""
+        missing = object()
+        problems = [f"{owner}.{k} was replaced" for space, k, v, owner in self._flat if space.get(k, missing) is not v]
+        if len(sys.modules) != self._seen_modules:
+            self._seen_modules = len(sys.modules)
+            for name, module in self._framework_modules():
+                if name not in self._modules:
+                    self._take(name, module)  # imported later by pytest itself: held from now on
+        table = sys.modules
+        for name, (module, values) in self._modules.items():
+            if table.get(name) is not module:
+                problems.append(f"module {name} was replaced in the module table")
+            now = vars(module)
+            if len(now) != len(values):
+                problems += [f"{name}.{k} was added" for k in now.keys() - values.keys() if not k.startswith("__")]
+        for cls, values in self._classes.items():
+            now = vars(cls)
+            if len(now) != len(values):
+                added = [
+                    k for k in now.keys() - values.keys() if (cls.__qualname__, k) not in _MUTABLE_CLASS_ATTRIBUTES
+                ]
+                problems += [f"{cls.__module__}.{cls.__qualname__}.{key} was added" for key in added]
+        return problems
+
+    def foreign_signal_handlers(self):
+        """Signal handlers not from trusted code: a handler is given the interrupted frame with no audit event."""
+        import signal
+
+        out = []
+        plain = (signal.SIG_DFL, signal.SIG_IGN, None, signal.default_int_handler)
+        for number in signal.valid_signals():
+            try:
+                handler = signal.getsignal(number)
+            except (ValueError, OSError):
+                continue
+            if any(handler is p for p in plain):
+                continue
+            code = getattr(getattr(handler, "__func__", handler), "__code__", None)
+            if not isinstance(getattr(code, "co_filename", None), str) or not self._trusted(code.co_filename):
+                out.append(f"a handler of signal {int(number)} from {getattr(code, 'co_filename', repr(handler)[:80])}")
+        return out
+
+    def foreign_hooks(self, hooks):
+        """Hook implementations whose code is not from a trusted file (the repository's, or made at run time)."""
+        out = []
+        for name, impls in hooks.items():
+            for _, function, code, _, _ in impls:
+                filename = getattr(code, "co_filename", None)
+                if not isinstance(filename, str) or not self._trusted(filename):
+                    out.append(f"a {name} implementation from {filename or repr(function)[:80]} is registered")
+        return out
