@@ -176,6 +176,10 @@ class TrainConfig:
     """RAG validation demonstrations (search game: the evidence and the seed answer) in the warm start,
     at most; more scripted proposals play when the proposer's own count would not yield them. Each is a
     prompt of about 750 tokens with a one-title answer."""
+    warm_start_judge_demos: int = 64
+    """Judge demonstrations per game in the warm start when ``judge_episodes`` > 0, at most: the warm start's
+    solver episodes, both outcomes alike, judged by a scripted judge handed their real outcome. Each is a prompt
+    of about 700 tokens (search) with one call as its answer."""
     warm_start_epochs: int = 2
     """Passes over the warm-start demonstrations."""
     warm_start_batch: int = 8
@@ -285,9 +289,9 @@ RANGES: dict[str, Range] = {
     **dict.fromkeys((
         "iterations", "proposals", "drawn_tasks", "retries", "min_spread_groups", "max_top_ups",
         "replay_clear_every", "warm_start_episodes", "warm_start_proposer_episodes", "warm_start_swe_episodes",
-        "warm_start_validator_demos", "warm_start_epochs", "checkpoint_every", "seed", "prefix_cache_tokens",
-        "temperature", "weight_decay", "max_grad_norm", "lam", "clip_high", "kl_coef", "proposer_weight",
-        "solver_weight", "time_limit_minutes", "swe_alpha", "judge_episodes",
+        "warm_start_validator_demos", "warm_start_judge_demos", "warm_start_epochs", "checkpoint_every", "seed",
+        "prefix_cache_tokens", "temperature", "weight_decay", "max_grad_norm", "lam", "clip_high", "kl_coef",
+        "proposer_weight", "solver_weight", "time_limit_minutes", "swe_alpha", "judge_episodes",
     ), NOT_NEGATIVE),
     # Rewards on the scale of the papers' formulas (a proposer's is in [-α, 1]); correct above wrong is checked apart.
     **dict.fromkeys((

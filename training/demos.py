@@ -241,7 +241,7 @@ def demonstrations(
         stats.failed[f"{domain}/{role}"] = why
         kept += good
         if role == "solver" and config.judge_episodes > 0:  # the judge learns from this game's attempts, both outcomes
-            judges, n_played = judge_demonstrations(config, chat, played, count, rng)
+            judges, n_played = judge_demonstrations(config, chat, played, config.warm_start_judge_demos, rng)
             stats.played[f"{domain}/judge"], stats.kept[f"{domain}/judge"] = n_played, len(judges)
             kept += judges
         if validating:
