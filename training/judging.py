@@ -14,6 +14,10 @@ phases and the tests check the formulas by hand.
   neutral 0, bad −w. They shape credit only: the judge never decides the solver's outcome reward;
 * :func:`scripted_judgement` — the warm start's judgement, right by construction;
 * :func:`judge_stats` — what to watch for a solver gaming its judge.
+
+The judge phase of an iteration uses them: :func:`plan_judges` (after the solvers) and
+:func:`after_judges` (rewards, turn rewards, metrics); :func:`gold_turn_rewards` adds the search
+game's env-verifiable turn signal after the solvers.
 """
 
 from __future__ import annotations
@@ -197,6 +201,11 @@ def after_judges(state: IterationState) -> None:
         state.judge_scores[id(judge)] = reward, MASKED_ONE_CLASS if np.isnan(reward) else OUTCOME
         add_turn_rewards(state, solver, assessment_turn_rewards(outcome, len(solver.turns), config.judge_turn_weight))
     if kept:
-        none: list[bool | None] = []
-        known = [game.gold_turns(s) if game.gold_turns else none + [None] * len(s.turns) for _, s in kept]
+        known = [_turn_labels(state, solver) for _, solver in kept]
         state.stats |= judge_stats(labels, outcomes, known) | {"judge/solved_share": float(np.mean(labels))}
+
+
+def _turn_labels(state: IterationState, episode: Episode) -> list[bool | None]:
+    """The known label of each turn of a solver episode (search: it newly retrieved the gold entry), else None."""
+    labels = state.game.gold_turns
+    return labels(episode) if labels is not None else [None for _ in episode.turns]
