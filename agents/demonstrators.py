@@ -12,7 +12,9 @@ in the same format and the trainer learns from the successful ones (the warm sta
 * :class:`~sparring.agents.scripted.OracleAgent` (SWE solver): apply the reverse of the bug's diff
   with ``bash``, submit;
 * :class:`StoredBugAgent` (SWE injector): write a validated procedural bug's five artifact files
-  with ``bash`` and submit them.
+  with ``bash`` and submit them;
+* :class:`KnownJudgementAgent` (judge, both games): answer the judgement it was handed, built from the
+  judged episode's real outcome.
 """
 
 from __future__ import annotations
@@ -20,9 +22,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sparring.agents.scripted import RetrievalFloorAgent, copied_title
+from sparring.agents.scripted import RetrievalFloorAgent, _call, copied_title
 
-__all__ = ["DefinitionMatchAgent", "DefinitionProposerAgent", "DefinitionSearchAgent", "StoredBugAgent"]
+__all__ = [
+    "DefinitionMatchAgent",
+    "DefinitionProposerAgent",
+    "DefinitionSearchAgent",
+    "KnownJudgementAgent",
+    "StoredBugAgent",
+]
 
 _QUOTED = re.compile(r'"([^"]{12,})"')
 _DOC = re.compile(r"(?:<information>)?Doc \d+ \(Title: (.*?)\) (.*?)(?:</information>)?$")
@@ -179,3 +187,33 @@ class StoredBugAgent:
         writes = "".join(f"cat > /tmp/bug/{name} <<'{_EOF}'\n{text}{'' if text.endswith(chr(10)) else chr(10)}{_EOF}\n"
                          for name, text in files.items())  # fmt: skip
         return f"<bash>mkdir -p /tmp/bug\n{writes}ls /tmp/bug</bash>"
+
+
+class KnownJudgementAgent:
+    """The judge demonstrator: it answers the judgement it was handed for the task, one ``judge`` call.
+
+    It is told each judge task's judgement by id (the warm start builds them from the solver episodes' real
+    outcomes, so they are right by construction); a task it was not told about gets "not solved" with every turn
+    neutral.
+
+    Args:
+        judgements: Judge task id -> (verdict, one assessment per turn).
+    """
+
+    name = "known-judgement"
+
+    def __init__(self, judgements: dict[str, tuple[str, list[str]]] | None = None):
+        """Remember the judgements to give."""
+        self.judgements = dict(judgements or {})
+        self._call = ""
+
+    def reset(self, observation: str, info: dict[str, Any]) -> None:
+        """Look the task's judgement up."""
+        task = info.get("task") or {}
+        default = ("not solved", ["neutral"] * len(task.get("turns") or []))
+        verdict, words = self.judgements.get(str(task.get("id")), default)
+        self._call = _call("judge", verdict=verdict, assessments=" ".join(words))
+
+    def act(self, observation: str, info: dict[str, Any]) -> str:
+        """The judgement, in the JSON form the judge tool takes."""
+        return self._call

@@ -102,6 +102,19 @@ class TrainConfig:
     """SWE solver's reward for a wrong repair, no submission, the turn limit or a scored truncation."""
     swe_injector_invalid: float = SWERewards.injector_invalid
     """SWE injector's reward for an invalid artifact, no submission or a scored truncation."""
+    judge_episodes: int = 0
+    """Judge episodes per game and iteration (0: no judge role): a sample of the finished solver episodes, half
+    solved and half failed where the batch allows, each shown to SearchJudge-v0 / SWEJudge-v0 without its grade.
+    The judge earns its verdict's class-balanced agreement with the real outcome; its per-turn assessments become
+    the judged solver's turn rewards."""
+    judge_turn_weight: float = 0.2
+    """Turn reward of a turn the judge assessed good (+), bad (−) or neutral (0); at most 1, so the solver's
+    real outcome stays what its advantage is mostly about (the judge is the policy itself, and gameable)."""
+    judge_format_bonus: float = 0.0
+    """Added to a judge's reward for a valid judgement (the format term; 0: agreement only)."""
+    search_gold_turn_reward: float = 0.0
+    """Turn reward of a search turn whose results newly showed the gold entry (a result titled with an accepted
+    answer no earlier turn's results showed; a query that names the answer earns nothing). 0: off."""
     retries: int = 1
     """Fresh-env retries of an episode that ended in an infrastructure error before its group is dropped."""
     lr: float = 1e-6
@@ -163,6 +176,10 @@ class TrainConfig:
     """RAG validation demonstrations (search game: the evidence and the seed answer) in the warm start,
     at most; more scripted proposals play when the proposer's own count would not yield them. Each is a
     prompt of about 750 tokens with a one-title answer."""
+    warm_start_judge_demos: int = 64
+    """Judge demonstrations per game in the warm start when ``judge_episodes`` > 0, at most: the warm start's
+    solver episodes, both outcomes alike, judged by a scripted judge handed their real outcome. Each is a prompt
+    of about 700 tokens (search) with one call as its answer."""
     warm_start_epochs: int = 2
     """Passes over the warm-start demonstrations."""
     warm_start_batch: int = 8
@@ -286,9 +303,9 @@ RANGES: dict[str, Range] = {
     **dict.fromkeys((
         "iterations", "proposals", "drawn_tasks", "retries", "min_spread_groups", "max_top_ups",
         "replay_clear_every", "warm_start_episodes", "warm_start_proposer_episodes", "warm_start_swe_episodes",
-        "warm_start_validator_demos", "warm_start_epochs", "checkpoint_every", "seed", "prefix_cache_tokens",
-        "temperature", "weight_decay", "max_grad_norm", "lam", "clip_high", "kl_coef", "proposer_weight",
-        "solver_weight", "time_limit_minutes", "swe_alpha",
+        "warm_start_validator_demos", "warm_start_judge_demos", "warm_start_epochs", "checkpoint_every", "seed",
+        "prefix_cache_tokens", "temperature", "weight_decay", "max_grad_norm", "lam", "clip_high", "kl_coef",
+        "proposer_weight", "solver_weight", "time_limit_minutes", "swe_alpha", "judge_episodes",
     ), NOT_NEGATIVE),
     # Rewards on the scale of the papers' formulas (a proposer's is in [-α, 1]); correct above wrong is checked apart.
     **dict.fromkeys((
@@ -297,6 +314,8 @@ RANGES: dict[str, Range] = {
     ), (-1, 1, False, False)),
     **dict.fromkeys(("lr", "warm_start_lr", "episode_seconds", "tis_cap"), ABOVE_0),
     "gamma": (0, 1, False, False),
+    # capped: a turn reward the size of the outcome would let the judge (the policy itself) outweigh the real result
+    **dict.fromkeys(("judge_turn_weight", "judge_format_bonus", "search_gold_turn_reward"), (0, 1, False, False)),
     "top_p": (0, 1, True, False),
     "clip_low": (0, 1, False, True),  # the ratio's lower bound is 1 - clip_low
 }  # fmt: skip

@@ -4,7 +4,8 @@ A model that cannot yet call a tool (SmolLM2-135M: 0 of 100 held-out search epis
 reward equal and learns nothing from RL, so training begins with supervised learning on episodes
 the project's scripted agents (:mod:`sparring.agents.demonstrators`) played through the same envs.
 Only episodes that succeeded are kept (solver: solved; proposer: a proposal that passes the filters
-with its seed answer in a retrieved document; validator: see :func:`validator_demonstrations`), and each is
+with its seed answer in a retrieved document; validator: see :func:`validator_demonstrations`; judge, when
+``judge_episodes`` > 0: see :func:`judge_demonstrations`), and each is
 tokenised exactly as the runner tokenises a policy's episode (the chat template once, then the
 actions and the template's deltas), so the loss sees the policy's own token format. The
 demonstrations are made at run time, never stored in the repository.
@@ -23,8 +24,9 @@ from sparring.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
 from sparring.envs.core import Episode
 from sparring.training.config import TrainConfig
 from sparring.training.game import GAMES, end_reason, solved
+from sparring.training.judging import sample_for_judging, scripted_judgement
 
-__all__ = ["DemoStats", "demonstrations", "tokenize_episode", "validator_demonstrations"]
+__all__ = ["DemoStats", "demonstrations", "judge_demonstrations", "tokenize_episode", "validator_demonstrations"]
 
 
 @dataclass
@@ -92,6 +94,45 @@ def validator_demonstrations(tokenizer: Any, proposer_episodes: list[Episode]) -
         append_tokens(demo, tokenizer.encode(action, add_special_tokens=False), 0, action=True)
         demos.append(demo)
     return demos
+
+
+def judge_demonstrations(
+    config: TrainConfig, chat: ChatFormat, solvers: list[Episode], count: int, rng: np.random.Generator
+) -> tuple[list[Episode], int]:
+    """Judge demonstrations over the warm start's solver episodes, both outcomes alike: right by construction.
+
+    A scripted judge is handed each judged episode's real outcome as its verdict and, per turn, the rule of
+    :func:`~sparring.training.judging.scripted_judgement` (a search turn that newly retrieved the gold entry is
+    good; the submission is good when it solved, bad when not; the rest neutral). It plays them through the judge
+    env like any role, and a judgement is kept only when the env took it as valid with that verdict.
+
+    Returns:
+        The tokenised demonstrations and how many judge episodes played.
+    """
+    import gymnasium as gym
+
+    from sparring.agents.demonstrators import KnownJudgementAgent
+
+    finished = [ep for ep in solvers if end_reason(ep) in ("done", "turn_limit") and ep.turns]
+    if not finished or count <= 0:
+        return [], 0
+    game = GAMES[finished[0].domain]
+    labels = [solved(ep) for ep in finished]
+    picked = [finished[i] for i in sample_for_judging(labels, count, rng)]
+    tasks = [game.judge_task(ep) for ep in picked]
+    right = {
+        str(task["id"]): scripted_judgement(ep, solved(ep), game.gold_turns)
+        for task, ep in zip(tasks, picked, strict=True)
+    }
+    runner = EpisodeRunner(lambda spec: KnownJudgementAgent(right), RunnerConfig(concurrency=4, progress=False))
+    make = lambda: gym.make(game.judge_env)  # noqa: E731
+    played = runner.run([EpisodeSpec(make, seed=0, options={"task": t}, env_id=game.judge_env) for t in tasks])
+    env: Any = gym.make(game.judge_env)
+    tools = list(env.unwrapped.tools)
+    env.close()
+    kept = [tokenize_episode(chat, ep, tools) for ep in played
+            if ep.outcome.get("valid") and ep.outcome.get("verdict") == right[ep.task_id][0]]  # fmt: skip
+    return kept, len(played)
 
 
 def _proposal_ok(episode: Episode) -> bool:
@@ -199,6 +240,10 @@ def demonstrations(
                 why[reason] = why.get(reason, 0) + 1
         stats.failed[f"{domain}/{role}"] = why
         kept += good
+        if role == "solver" and config.judge_episodes > 0:  # the judge learns from this game's attempts, both outcomes
+            judges, n_played = judge_demonstrations(config, chat, played, config.warm_start_judge_demos, rng)
+            stats.played[f"{domain}/judge"], stats.kept[f"{domain}/judge"] = n_played, len(judges)
+            kept += judges
         if validating:
             rag = validator_demonstrations(policy.tokenizer, everything)[: config.warm_start_validator_demos]
             stats.played["search/validator"] = sum("validator_answer" in ep.outcome for ep in everything)

@@ -7,16 +7,21 @@ Per game and iteration (docs/training.md, "Formulas", has the rewards and advant
    buffer of earlier valid tasks (cleared every ``replay_clear_every`` iterations), plus tasks drawn
    from the solver env's own source (training questions, the procedural bug store);
 3. G solver episodes per task (one group per task);
-4. rewards, assigned here once the results are in — never patched into the finished episodes: a
+4. judges (``judge_episodes`` > 0): a sample of the finished solver episodes, both outcomes alike, each
+   shown to the judge env of its game without its grade (:mod:`sparring.training.judging`);
+5. rewards, assigned here once the results are in — never patched into the finished episodes: a
    solver's is its env outcome reward; a proposer's is the formula of its task's solve rate in the
    game's reward object, the one its envs were given (search: ``1 − s`` for a valid question,
    ``search_proposer_invalid`` else; SWE: the injector formula of :mod:`sparring.envs.swe.rewards`).
    A runner truncation scores the env's turn-limit reward of its role, or is masked
-   (:mod:`sparring.training.outcomes`).
+   (:mod:`sparring.training.outcomes`). A judge's is its verdict's class-balanced agreement with the
+   real outcome over the iteration's judged episodes; its assessments become the judged solver's turn
+   rewards (``judge_turn_weight``), and the search game can add its gold-retrieval turn reward
+   (``search_gold_turn_reward``). Turn rewards shape credit only: no judge decides an outcome reward.
 
 Roles are data (:class:`Role`): each says which env it plays, how its episodes are planned from
 what the iteration has so far, how their credit groups are formed and how their rewards follow.
-A judge role would be one more entry after the solver.
+The judges of one game and iteration are one credit group: the batch their rewards are balanced over.
 
 Failure semantics: every episode ends with a reason (:func:`end_reason`). An episode that ended in
 an infrastructure error is played again with a fresh env up to ``retries`` times; a group that
@@ -30,7 +35,7 @@ proposal gets no reward at all — it is masked out of the loss, counted as
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,7 +43,10 @@ import numpy as np
 from sparring.agents.generation import SamplingParams
 from sparring.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
 from sparring.envs.core import Episode, reason_name
+from sparring.envs.search.judge_env import gold_turns, search_judge_task
+from sparring.envs.swe.judge_env import swe_judge_task
 from sparring.training.config import TrainConfig, reward_settings
+from sparring.training.judging import after_judges, gold_turn_rewards, plan_judges
 from sparring.training.order2 import EnvLog, higher_order_tasks
 from sparring.training.outcomes import (
     END_REASONS,
@@ -54,83 +62,11 @@ from sparring.training.outcomes import (
     truncation_score,
 )
 from sparring.training.replay import ReplayBuffer
+from sparring.training.roles import Game, IterationState, Role, by_group
 from sparring.training.search_game import search_preflight, search_proposer_kwargs, search_solver_task
 
 __all__ = ["GAMES", "Game", "IterationResult", "ReplayBuffer", "Role", "Rollout", "end_reason", "play_iteration",
            "solved"]  # fmt: skip
-
-
-@dataclass
-class IterationState:
-    """What one game's iteration has played so far; roles plan and reward from it."""
-
-    game: Game
-    iteration: int
-    config: TrainConfig
-    rng: np.random.Generator
-    replay: ReplayBuffer
-    episodes: dict[str, list[Episode]] = field(default_factory=dict)
-    """Played episodes by role (after retries)."""
-    groups: dict[str, list[str]] = field(default_factory=dict)
-    """Group id of each played episode, by role, parallel to ``episodes``."""
-    specs: dict[str, list[EpisodeSpec]] = field(default_factory=dict)
-    """The spec of each played episode, by role, parallel to ``episodes``."""
-    env_log: EnvLog | None = None
-    """The solver envs played, to read an attempt's changes back (``order2`` only)."""
-    tasks: list[dict[str, Any]] = field(default_factory=list)
-    """Solver tasks of this iteration, in order."""
-    task_source: dict[str, str] = field(default_factory=dict)
-    """Task id -> ``proposed``, ``replay`` or ``drawn``."""
-    rewards: Any = None
-    """The game's reward settings (``SearchRewards`` / ``SWERewards``), the ones its envs were given."""
-    solve_rate: dict[str, float] = field(default_factory=dict)
-    """Task id -> share of its solver group's scored attempts that solved it."""
-    unrated: dict[str, str] = field(default_factory=dict)
-    """Task id -> why it has no solve rate (its group was dropped, or every attempt was masked)."""
-    dropped: dict[str, int] = field(default_factory=dict)
-    """Groups dropped whole after failed retries, by role."""
-    proposer_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Extra proposer env arguments for this iteration (from :attr:`Game.proposer_kwargs`)."""
-
-
-@dataclass(frozen=True)
-class Role:
-    """One role of a game, as data."""
-
-    name: str
-    env_id: Callable[[Game], str]
-    plan: Callable[[IterationState], list[tuple[EpisodeSpec, str]]]
-    """The episodes to play and the group id of each, given what the iteration has so far."""
-    reward: Callable[[Episode, IterationState], tuple[float, str]]
-    """Outcome reward of one of this role's episodes the env ended, once the iteration's results are in, and
-    how it came (:data:`~sparring.training.outcomes.SCORINGS`; NaN when masked)."""
-    after: Callable[[IterationState], None] = lambda state: None
-    """Bookkeeping once this role's episodes are in (tasks from proposals, solve rates)."""
-    top_up: Callable[[IterationState, int], list[tuple[EpisodeSpec, str]]] = lambda state, k: []
-    """More episodes to play in round ``k`` once this role's are in (none: the role is done)."""
-
-
-@dataclass(frozen=True)
-class Game:
-    """A domain's proposer and solver envs, and how its rewards follow from the solve rates."""
-
-    domain: str
-    proposer_env: str
-    solver_env: str
-    group_size: Callable[[TrainConfig], int]
-    max_turns: Callable[[TrainConfig], int]
-    solver_task: Callable[[dict[str, Any]], dict[str, Any] | None]
-    """The solver task a proposer's outcome defines (None: not valid)."""
-    solved: Callable[[dict[str, Any]], bool]
-    """Whether a solver's outcome is a solve (the env's verdict, whatever the reward settings pay for it)."""
-    plays_proposer: Callable[[TrainConfig], bool] = lambda config: True
-    draws_tasks: Callable[[TrainConfig], bool] = lambda config: True
-    proposer_kwargs: Callable[[Any, TrainConfig], dict[str, Any]] = lambda policy, config: {}
-    """Extra proposer env arguments, given the policy (search: a validator that answers with it)."""
-    preflight: Callable[[TrainConfig], None] = lambda config: None
-    """Raises one clear SparringError when what the game's envs need is missing (search: a current corpus)."""
-    higher_order: Callable[[IterationState], dict[str, float]] | None = None
-    """New solver tasks from the iteration's failed attempts, for the next one (SWE: order-2 bugs, ``order2``)."""
 
 
 # ---------------------------------------------------------------------------------- the roles
@@ -208,18 +144,10 @@ def _drawn_groups(state: IterationState, n: int, prefix: str) -> list[tuple[Epis
     return specs
 
 
-def _by_group(state: IterationState, role: str) -> dict[str, list[Episode]]:
-    """A role's episodes played so far, by group id."""
-    by_group: dict[str, list[Episode]] = {}
-    for ep, group in zip(state.episodes.get(role, []), state.groups.get(role, []), strict=True):
-        by_group.setdefault(group, []).append(ep)
-    return by_group
-
-
 def spread_groups(state: IterationState) -> int:
     """Solver groups played so far whose scored rewards differ (and that no error cut short): the ones that teach."""
     spread = 0
-    for eps in _by_group(state, "solver").values():
+    for eps in by_group(state, "solver").values():
         if not cut_short(eps):
             rewards = {reward for reward, how in (score(SOLVER, ep, state) for ep in eps) if not is_masked(how)}
             spread += len(rewards) > 1
@@ -248,7 +176,7 @@ def _after_solvers(state: IterationState) -> None:
     counting it unsolved would pay a proposer for crashing its solvers); masked truncations are not
     counted either, and a group with nothing left has no rate.
     """
-    for group, eps in _by_group(state, "solver").items():
+    for group, eps in by_group(state, "solver").items():
         task_id = str(eps[0].task.get("id", group))
         if cut_short(eps):
             state.unrated[task_id] = MASKED_DROPPED_GROUP
@@ -259,6 +187,7 @@ def _after_solvers(state: IterationState) -> None:
             continue
         solves = [not cut_by_runner(ep) and state.game.solved(ep.outcome) for ep in scored]
         state.solve_rate[task_id] = sum(solves) / len(solves)
+    gold_turn_rewards(state)
 
 
 def _proposer_reward(ep: Episode, state: IterationState) -> tuple[float, str]:
@@ -277,14 +206,18 @@ def _solver_reward(ep: Episode, state: IterationState) -> tuple[float, str]:
 
 def score(role: Role, ep: Episode, state: IterationState) -> tuple[float, str]:
     """An episode's outcome reward and how it came: the env's, or a runner truncation's (one rule for every role)."""
-    if cut_by_runner(ep):
+    if cut_by_runner(ep) and role.scores_truncation:
         return truncation_score(role.name, state.rewards, state.config.overlong)
     return role.reward(ep, state)
 
 
 PROPOSER = Role("proposer", lambda game: game.proposer_env, _plan_proposers, _proposer_reward, _after_proposers)
 SOLVER = Role("solver", lambda game: game.solver_env, _plan_solvers, _solver_reward, _after_solvers, _top_up_solvers)
-ROLES: tuple[Role, ...] = (PROPOSER, SOLVER)
+JUDGE = Role(
+    "judge", lambda game: game.judge_env, plan_judges, lambda ep, state: state.judge_scores[id(ep)], after_judges,
+    plays=lambda config: config.judge_episodes > 0, scores_truncation=False,
+)  # fmt: skip
+ROLES: tuple[Role, ...] = (PROPOSER, SOLVER, JUDGE)
 
 
 # ---------------------------------------------------------------------------------- the games
@@ -301,6 +234,9 @@ GAMES: dict[str, Game] = {
         solved=lambda outcome: float(outcome.get("em", 0.0)) >= 1.0,
         proposer_kwargs=search_proposer_kwargs,
         preflight=search_preflight,
+        judge_env="sparring/SearchJudge-v0",
+        judge_task=search_judge_task,
+        gold_turns=lambda ep: gold_turns(list(ep.task.get("answers") or []), ep.turns),
     ),
     "swe": Game(
         "swe",
@@ -313,6 +249,8 @@ GAMES: dict[str, Game] = {
         plays_proposer=lambda config: config.swe_tasks in ("policy", "mix"),
         draws_tasks=lambda config: config.swe_tasks in ("procedural", "mix"),
         higher_order=higher_order_tasks,
+        judge_env="sparring/SWEJudge-v0",
+        judge_task=swe_judge_task,
     ),
 }
 
@@ -348,12 +286,13 @@ def _play(runner: EpisodeRunner, planned: list[tuple[EpisodeSpec, str]], retries
     return episodes
 
 
-def _turn_rewards(ep: Episode) -> list[float]:
-    """Turn rewards without the outcome reward, which the env added to the terminal step."""
+def _turn_rewards(ep: Episode, state: IterationState) -> list[float]:
+    """Turn rewards without the outcome reward (which the env added to the terminal step), plus the iteration's own
+    (a judgement's assessments, the game's turn signal)."""
     rewards = [t.reward for t in ep.turns]
     if rewards and ep.outcome and "reward" in ep.outcome and (ep.terminated or ep.truncated):
         rewards[-1] -= float(ep.outcome["reward"])
-    return rewards
+    return [a + b for a, b in zip(rewards, state.turn_bonus.get(id(ep), [0.0] * len(rewards)), strict=True)]
 
 
 def _runner(policy: Any, config: TrainConfig, rng: np.random.Generator) -> EpisodeRunner:
@@ -380,6 +319,8 @@ def _play_roles(state: IterationState, runner: EpisodeRunner) -> dict[str, float
     stats: dict[str, float] = {}
     env_wait = wall = 0.0
     for role in ROLES:
+        if not role.plays(state.config):
+            continue
         planned = role.plan(state)
         state.episodes[role.name], state.groups[role.name], state.specs[role.name] = [], [], []
         rounds = 0
@@ -403,16 +344,18 @@ def _rollouts(state: IterationState) -> tuple[list[Rollout], dict[str, float]]:
     rollouts: list[Rollout] = []
     stats: dict[str, float] = {}
     for role in ROLES:
+        if not role.plays(state.config):
+            continue
         mine: list[Rollout] = []
         dropped = 0
-        for group, eps in _by_group(state, role.name).items():
+        for group, eps in by_group(state, role.name).items():
             if cut_short(eps):
                 dropped += 1  # a partial group would bias its baseline
                 continue
             for ep in eps:
                 reward, how = score(role, ep, state)
                 key = (state.game.domain, role.name, group)
-                mine.append(Rollout(ep, reward, _turn_rewards(ep), key, end_reason(ep), how))
+                mine.append(Rollout(ep, reward, _turn_rewards(ep, state), key, end_reason(ep), how))
         rollouts += mine
         state.dropped[role.name] = dropped
         eps = state.episodes[role.name]
@@ -472,7 +415,7 @@ def play_iteration(
     )  # fmt: skip
     stats = _play_roles(state, runner)
     rollouts, scored = _rollouts(state)
-    stats |= scored | _proposal_stats(state) | _solve_rate_stats(state)
+    stats |= scored | _proposal_stats(state) | _solve_rate_stats(state) | state.stats
     if game.higher_order is not None:
         stats |= game.higher_order(state)
     stats["tasks/replayed"] = sum(1 for s in state.task_source.values() if s == "replay")

@@ -25,6 +25,7 @@ from sparring.envs.core import Episode
 __all__ = [
     "END_REASONS",
     "MASKED_DROPPED_GROUP",
+    "MASKED_ONE_CLASS",
     "MASKED_TRUNCATED",
     "MASKED_UNSCORED_GROUP",
     "OUTCOME",
@@ -53,8 +54,10 @@ MASKED_TRUNCATED = "truncated_masked"
 MASKED_DROPPED_GROUP = "masked_dropped_group"
 #: A valid proposal all of whose solver attempts were masked truncations: no solve rate, no reward.
 MASKED_UNSCORED_GROUP = "masked_unscored_group"
+#: A judgement in a batch whose judged episodes all solved or all failed: no balance to score it against.
+MASKED_ONE_CLASS = "masked_one_class"
 #: How a rollout's reward came, each counted per role in the iteration's metrics.
-SCORINGS = (OUTCOME, TRUNCATED_SCORED, MASKED_TRUNCATED, MASKED_DROPPED_GROUP, MASKED_UNSCORED_GROUP)
+SCORINGS = (OUTCOME, TRUNCATED_SCORED, MASKED_TRUNCATED, MASKED_DROPPED_GROUP, MASKED_UNSCORED_GROUP, MASKED_ONE_CLASS)
 
 
 def is_masked(scoring: str) -> bool:

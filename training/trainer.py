@@ -208,6 +208,7 @@ class Trainer:
         rollouts = [r for r in rollouts if not r.masked]  # the game decided which have no reward
         if cfg.drop_zero_variance and rollouts:
             flat = zero_variance_groups([r.reward for r in rollouts], [r.group for r in rollouts])
+            flat -= {r.group for r in rollouts if any(r.turn_rewards)}  # equal outcomes, yet turns that differ
             dropped = len(flat)
             rollouts = [r for r in rollouts if r.group not in flat]
         rollouts = [r for r in rollouts if r.episode.token_ids]

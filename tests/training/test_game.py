@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from sparring.agents import ReplayAgent
-from sparring.agents.demonstrators import DefinitionProposerAgent, DefinitionSearchAgent
+from sparring.agents.demonstrators import DefinitionProposerAgent, DefinitionSearchAgent, KnownJudgementAgent
 from sparring.agents.runner import EpisodeSpec
 from sparring.envs.swe.rewards import SWERewards, injector_reward
 from sparring.training.config import load_config
@@ -26,7 +26,7 @@ def _call(name: str, **arguments: Any) -> str:
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_a_valid_injected_bug_gets_solvers_and_the_injector_its_reward(files: dict[str, str]) -> None:  # noqa: F811
+def test_a_valid_injected_bug_gets_solvers_judges_and_the_injector_its_reward(files: dict[str, str]) -> None:  # noqa: F811
     inject = [_call("create", path=f"/tmp/bug/{n}", content=t) for n, t in good_artifact(files).files().items()]
     inject.append("<submit>/tmp/bug</submit>")
     fix = _call("str_replace", path=SOURCE, old_str=BUGGY_LINE, new_str=ORIGINAL_LINE)
@@ -35,6 +35,8 @@ def test_a_valid_injected_bug_gets_solvers_and_the_injector_its_reward(files: di
     def agents(spec: EpisodeSpec) -> ReplayAgent:
         if "Inject" in spec.env_id:
             return ReplayAgent(inject)
+        if "Judge" in spec.env_id:
+            return KnownJudgementAgent()  # "not solved", every turn neutral
         with lock:  # one of the two attempts at the injected bug repairs it: a solve rate of 1/2
             fixes = not fixers
             fixers.append(fixes)
@@ -43,8 +45,9 @@ def test_a_valid_injected_bug_gets_solvers_and_the_injector_its_reward(files: di
     game = replace(GAMES["swe"], proposer_kwargs=lambda policy, config: {"repos": [REPO]})
     settings = ["swe_alpha=0.5", "swe_solver_unsolved=-0.75"]  # the training config's rewards, not the defaults
     config = load_config(
-        None, ["games=swe", "swe_tasks=policy", "proposals=1", "swe_group=2", "swe_max_turns=8", *settings]
-    )
+        None, ["games=swe", "swe_tasks=policy", "proposals=1", "swe_group=2", "swe_max_turns=8", "judge_episodes=2",
+               *settings]
+    )  # fmt: skip
     result = play_iteration(game, agents, config, 0, np.random.default_rng(0), ReplayBuffer())
 
     (injector,) = [r for r in result.rollouts if r.role == "proposer"]
@@ -53,6 +56,11 @@ def test_a_valid_injected_bug_gets_solvers_and_the_injector_its_reward(files: di
     assert len(solvers) == 2 and {r.episode.task_id for r in solvers} == {injector.episode.outcome["bug_id"]}
     assert sorted(r.reward for r in solvers) == [-0.75, 1.0] and len({r.group for r in solvers}) == 1
     assert injector.reward == pytest.approx(injector_reward(True, 0.5, SWERewards(alpha=0.5))) == pytest.approx(0.25)
+    # both attempts judged "not solved" without their grade: right on the failed one, wrong on the repair
+    judges = [r for r in result.rollouts if r.role == "judge"]
+    assert sorted(r.reward for r in judges) == [-1.0, 1.0] and result.stats["judge/balanced_accuracy"] == 0.5
+    for judge in judges:
+        assert "graded" not in judge.episode.prompt and "changed files:" in judge.episode.prompt
     assert injector.episode.reward == 0.0  # the finished episode is not patched; the rollout holds the reward
     assert result.stats["proposer/valid_rate"] == 1.0 and result.stats["solver/solve_rate"] == 0.5
 
