@@ -38,6 +38,7 @@ interrupted frame with no audit event).
 """
 
 import os
+import signal
 import sys
 
 #: Trusted helpers whose result hands frames (or tracebacks) to their caller: (file tail, function).
@@ -125,6 +126,7 @@ def install(trusted_prefixes, trusted_files, fd, write):
     def verdict(frame, chain_rule):
         """Why the operation done by ``frame``'s code must be refused, or None."""
         chain = []
+        entry_code = None
         if frame is None:
             return "no Python caller (a thread started on a builtin function)"
         while frame is not None:
@@ -137,6 +139,8 @@ def install(trusted_prefixes, trusted_files, fd, write):
                     return f"untrusted code at {name}:{frame.f_lineno}"
                 if not chain:
                     return f"{name}:{frame.f_lineno}"
+                if _framework_signal_handler(entry_code, framework_files):
+                    return None  # the interpreter interrupted the untrusted code: it called nothing
                 entry_file, entry = chain[-1]  # the trusted function untrusted code called
                 if _listed(entry_file, entry, EXPOSING) or any(
                     f.startswith(framework_files) or f.endswith(EXPOSING_FILES) for f, _ in chain
@@ -146,6 +150,7 @@ def install(trusted_prefixes, trusted_files, fd, write):
             if code.co_name == "_find_and_load" and name.startswith("<frozen "):
                 return None  # a module's own top-level code, being imported; its importer does not see its frames
             chain.append((name, code.co_name))
+            entry_code = code
             frame = frame.f_back
         return None
 
@@ -205,6 +210,22 @@ def _framework_folders(prefixes):
         elif "sparring-harness-" in prefix:
             out.append(prefix.rstrip("/"))
     return out
+
+
+def _framework_signal_handler(code, framework_files):
+    """Whether ``code`` is the test framework's installed handler of a signal (pytest-timeout's alarm).
+
+    The interpreter runs a handler on top of whatever frame the signal interrupted, so the untrusted
+    frame below it did not call it; a handler that untrusted code installed is not the framework's
+    (and the integrity checks refuse any handler that is not trusted code).
+    """
+    if code is None or not code.co_filename.startswith(framework_files):
+        return False
+    for number in (signal.SIGALRM, signal.SIGVTALRM, signal.SIGPROF):
+        handler = signal.getsignal(number)
+        if getattr(getattr(handler, "__func__", handler), "__code__", None) is code:
+            return True
+    return False
 
 
 def _judge(event, args, frame, verdict, trusted):

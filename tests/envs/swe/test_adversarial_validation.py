@@ -25,7 +25,7 @@ import pytest
 from sparring.envs.swe.bugs.artifact import BugArtifact, file_diff
 from sparring.envs.swe.bugs.store import weaken_tests
 from sparring.envs.swe.carry import carry_plan
-from sparring.envs.swe.grading import GRADE_TIME_MARGIN, SolverChanges, grade_repair, grade_time_limit
+from sparring.envs.swe.grading import GRADE_TIME_MARGIN, SolverChanges, grade_time_limit
 from sparring.envs.swe.tasks import repair_task
 from sparring.envs.swe.validation import ValidationResult, validate_artifact
 from tests.envs.swe.bugs import (  # noqa: F401
@@ -86,14 +86,17 @@ def good(pool: Any, files: dict[str, str]) -> tuple[ValidationResult, dict[str, 
 TIMED = "(int(next(l for l in open('/pr' + 'oc/self/status') if l.startswith('SigCgt:')).split()[1], 16) >> 13) & 1"
 
 
-def test_a_bug_on_only_under_the_per_test_timer_is_the_same_bug_in_grading(pool: Any, files: dict[str, str]) -> None:  # noqa: F811
-    """Grading runs the timer validation runs: the bug is on in both, so doing nothing is not solved."""
+def test_a_bug_on_only_under_the_per_test_timer_is_refused_by_the_runs_guard(pool: Any, files: dict[str, str]) -> None:  # noqa: F811
+    """The timer's trace in /proc is out of the tested code's reach: the bug's runs count as tampering.
+
+    Grading also runs validation's timer (so a bug keyed on it would be on in both), and check 12
+    puts every bug through grading itself; the run-time guard refuses the tested code the /proc
+    read this bug needs, so the bug is refused before either comes into play.
+    """
     timed = replace(good_artifact(files), bug_inject_diff=keyed_bug(files, TIMED))
-    result, task = _validated(pool, timed)
-    nothing = grade_repair(pool, timed, result.expected, SolverChanges(), per_test_timeout=result.per_test_timeout)
-    assert not nothing.solved and set(result.fail_to_pass) <= set(nothing.failing), nothing
-    reward, outcome, _ = _play(task, _call("create", path=SOURCE, content=files[SOURCE]))
-    assert outcome["solved"] and reward == 1.0, outcome
+    result = validate_artifact(timed, pool.image, pool)
+    assert not result.valid and "tampering" in result.detail and "/proc" not in TIMED, (result.reason, result.detail)
+    assert "refused open" in result.detail, result.detail
 
 
 def test_a_bug_on_only_while_a_file_grading_rewrites_is_old_is_refused(pool: Any, files: dict[str, str]) -> None:  # noqa: F811
@@ -184,6 +187,9 @@ def test_a_bug_off_in_the_solvers_tree_is_refused(key: str, pool: Any, files: di
         test_weaken_diff=file_diff(TESTS, tests, marked),
     )
     result = validate_artifact(off, pool.image, pool)
+    if key == "text":  # reading a test file is a capability no repair may add: check 10 refuses it first
+        assert not result.valid and result.reason == "bug_capabilities", (result.reason, result.detail)
+        return
     assert not result.valid and result.reason == "solver_tree", (result.reason, result.detail)
     assert result.checks["weakening_hides_bug"] and "so a solver could never see it" in result.detail
 
