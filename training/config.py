@@ -180,6 +180,11 @@ class TrainConfig:
     (a 1,500-token episode of SmolLM2 otherwise holds GBs of attention activations)."""
     bf16: bool = False
     """Train in bfloat16 autocast where the device has it (GPUs); CPU runs stay float32."""
+    backend: str = "hf"
+    """What samples the episodes: hf (the trainer's own model, transformers), vllm (vLLM in this process, its
+    weights reloaded from the trainer's after every update; needs the vllm extra), server (not supported yet)."""
+    vllm_dtype: str = "bfloat16"
+    """Weights of the vllm backend's copy of the policy (bfloat16, float32)."""
     prefix_cache_tokens: int = 16384
     """Tokens of KV states the generator keeps between turns, so a turn prefills only what is new
     (SmolLM2-135M: 45 KiB each; 0: none)."""
@@ -280,7 +285,8 @@ def _check(config: TrainConfig) -> None:
     if any(g not in GAMES for g in config.eval_games):
         raise SparringError(f"eval_games must be some of {', '.join(GAMES)}, not {config.eval_games}.")
     choices = {"swe_tasks": ("policy", "procedural", "mix"), "overlong": ("mask", "score"),
-               "optimizer": ("adamw", "adafactor"),
+               "optimizer": ("adamw", "adafactor"), "backend": ("hf", "vllm", "server"),
+               "vllm_dtype": ("bfloat16", "float32"),
                "search_teacher": ("definition-match", "definition-search")}  # fmt: skip
     for key, allowed in choices.items():
         if getattr(config, key) not in allowed:
