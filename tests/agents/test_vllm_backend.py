@@ -95,3 +95,11 @@ def test_nucleus_sampling_is_refused_rather_than_recording_truncated_logprobs(en
     hf, vllm = engines
     with pytest.raises(SparringError, match="top_p=0.9"):
         vllm.generate(_prompts(hf.tokenizer)[:1], SamplingParams(temperature=1.0, top_p=0.9, max_new_tokens=4))
+
+
+def test_the_rollout_bench_refuses_an_unknown_backend_or_an_engine_with_vllm_before_loading_anything() -> None:
+    from sparring.agents.bench import bench_rollout
+
+    for kwargs in ({"backend": "tgi"}, {"backend": "vllm", "engine": "transformers-cb"}):
+        with pytest.raises(SparringError, match="--backend vllm"):
+            bench_rollout(**kwargs)  # type: ignore[arg-type]
