@@ -12,8 +12,10 @@ on with logprobs the trainer would misread. An engine that cannot honour ``logpr
 the same way (never a silent fallback to raw logprobs).
 
 Weight updates use vLLM's own reload API, ``LLM.collective_rpc("reload_weights", ...)`` with the
-trainer's parameters in checkpoint format (the names of the HF model, tied embeddings skipped by
-vLLM's loader), then drop the engine's prefix cache. That reaches the engine's model only when the
+trainer's parameters in checkpoint format (the names of the HF model; vLLM's loader skips the
+output layer of a model with tied embeddings), then redo the post-load processing of layers that share
+a weight (:func:`_reprocess_tied`: on CPU the tied output layer keeps a packed copy of the old
+embedding otherwise) and drop the engine's prefix cache. That reaches the engine's model only when the
 engine runs in this process, so the generator sets ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` before
 building it. ``llm.apply_model(m.load_weights)`` is not used: on CPU vLLM repacks linear weights
 after loading, which only ``reload_weights`` redoes.
@@ -147,6 +149,7 @@ class VLLMGenerator:
         self.llm.collective_rpc(
             "reload_weights", kwargs={"weights_iterator": _tensors(state_dict), "is_checkpoint_format": True}
         )
+        self.llm.apply_model(_reprocess_tied)
         self.llm.reset_prefix_cache()
 
     def clear_cache(self) -> None:
@@ -194,6 +197,25 @@ def _generation(comp: Any) -> Generation:
         text=comp.text,
         finish_reason="length" if comp.finish_reason == "length" else "stop",
     )
+
+
+def _reprocess_tied(model: Any) -> int:
+    """Redo the post-load processing of every layer whose weight another layer shares; how many.
+
+    ``reload_weights`` processes a tied weight for one of its layers only (a limitation vLLM
+    documents): on CPU the output layer of a model with tied embeddings keeps its packed copy of the
+    old embedding, so the next logprobs would come from stale weights. Each such layer is processed
+    again from the shared, reloaded weight with its own ``quant_method``, as vLLM's loader does.
+    """
+    owners: dict[int, list[Any]] = {}
+    for module in model.modules():
+        weight, method = getattr(module, "weight", None), getattr(module, "quant_method", None)
+        if weight is not None and hasattr(method, "process_weights_after_loading"):
+            owners.setdefault(weight.data_ptr(), []).append(module)
+    tied = [module for modules in owners.values() if len(modules) > 1 for module in modules]
+    for module in tied:
+        module.quant_method.process_weights_after_loading(module)
+    return len(tied)
 
 
 def _tensors(state_dict: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
