@@ -81,6 +81,8 @@ class VLLMGenerator:
         # The weight reload must reach the engine's model: V1 otherwise runs it in a child process.
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(CPU_KV_CACHE_GIB))
+        # vLLM logs to stdout by default, which would break `sparring bench ... --json` (one JSON object).
+        os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
         import torch
         from vllm import LLM
 
