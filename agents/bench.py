@@ -14,10 +14,16 @@ over its slot KV cache; ``"transformers-cb"`` plays the same episodes through tr
 same model object, packed linear layers included. :func:`bench_rollout_compare` (``--engine
 compare``) plays the concurrent run of both engines alternately in one process, and reports the
 tokens/s ratio and how many episodes came out token-identical.
+
+``backend="vllm"`` plays the same episodes (same seeds) on vLLM's engine in this process instead
+(:class:`~sparring.agents.vllm_backend.VLLMGenerator`, the training ``backend=vllm``), so the two
+backends' tokens/s, wall time and peak memory compare directly (docs/benchmarks.md). Peak memory is
+the process's peak resident set, model loading included: run one backend per process.
 """
 
 from __future__ import annotations
 
+import resource
 import time
 from typing import Any
 
@@ -25,7 +31,10 @@ from sparring import bench_machine
 from sparring.agents.generation import SamplingParams
 from sparring.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
 
-__all__ = ["ENGINES", "bench_rollout", "bench_rollout_compare"]
+__all__ = ["BACKENDS", "ENGINES", "bench_rollout", "bench_rollout_compare"]
+
+#: What ``--backend`` takes.
+BACKENDS = ("hf", "vllm")
 
 #: What ``--engine`` takes.
 ENGINES = ("slot", "transformers-cb", "compare")
@@ -46,12 +55,14 @@ def bench_rollout(
     dtype: str = "float32",
     engine: str = "slot",
     pairs: int = 2,
+    backend: str = "hf",
 ) -> dict[str, Any]:
     """Play ``episodes`` episodes concurrently and then sequentially; return the figures.
 
     ``env_kwargs`` go to ``gym.make`` (e.g. ``{"topk": 2}`` for shorter search results).
     ``engine``: ``"slot"`` or ``"transformers-cb"`` (module docstring); ``"compare"`` is
-    :func:`bench_rollout_compare` with ``pairs``.
+    :func:`bench_rollout_compare` with ``pairs``. ``backend``: ``"hf"`` or ``"vllm"`` (its own engine;
+    ``engine`` must stay ``"slot"``).
     """
     import torch
 
@@ -59,6 +70,11 @@ def bench_rollout(
 
     if engine not in ENGINES:
         raise SparringError(f"unknown engine {engine!r}; use one of: {', '.join(ENGINES)}.")
+    if backend not in BACKENDS or (backend == "vllm" and engine != "slot"):
+        raise SparringError(
+            f"unknown backend {backend!r} or an --engine with --backend vllm; use --backend hf (with any --engine) "
+            "or --backend vllm (its own engine)."
+        )
     if engine == "compare":
         return bench_rollout_compare(
             env_id=env_id,
@@ -72,7 +88,7 @@ def bench_rollout(
             dtype=dtype,
             pairs=pairs,
         )
-    hf = _hf_generator(model, device, dtype, episodes, concurrency)
+    hf = _hf_generator(model, device, dtype, episodes, concurrency, backend)
     generator: Any = hf if engine == "slot" else _cb_generator(hf, engine)
     sampling = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
     specs = _specs(env_id, episodes, max_turns, env_kwargs)
@@ -110,7 +126,7 @@ def bench_rollout(
         "env": env_id,
         "env_kwargs": env_kwargs or {},
         "model": hf.name.rsplit("/", 1)[-1],
-        "backend": "hf",
+        "backend": backend,
         "engine": engine,
         "device": device,
         "dtype": dtype,
@@ -118,7 +134,7 @@ def bench_rollout(
         **bench_machine(),
         "episodes": episodes,
         "concurrency": concurrency,
-        "packed_linears": hf.packed_linears,
+        "packed_linears": getattr(hf, "packed_linears", 0),
         "max_turns": max_turns,
         "max_new_tokens": max_new_tokens,
         "turns": sum(len(ep.turns) for ep in eps),
@@ -136,6 +152,7 @@ def bench_rollout(
         "speedup_vs_sequential": round(seq_wall / wall, 2),
         "speedup_ceiling": round(seq_wall / max(ep.timings["wall"] for ep in seq_eps), 2),
         "same_episodes": same,
+        "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),  # KiB on Linux
     }
 
 
@@ -173,7 +190,7 @@ def bench_rollout_compare(
 
     if pairs < 1:
         raise SparringError(f"--pairs must be at least 1 (got {pairs}).")
-    hf = _hf_generator(model, device, dtype, episodes, concurrency)
+    hf = _hf_generator(model, device, dtype, episodes, concurrency, "hf")
     cb = CBGenerator(
         hf.name,
         model_obj=hf.model,
@@ -248,7 +265,7 @@ def bench_rollout_compare(
         "max_turns": max_turns,
         "max_new_tokens": max_new_tokens,
         "pairs": pairs,
-        "packed_linears": hf.packed_linears,
+        "packed_linears": getattr(hf, "packed_linears", 0),
         "cb_attention": hf.model.config._attn_implementation,
         "cb_page_size": cb_page_size,
         "cb_max_batch_tokens": cb_max_batch_tokens,
@@ -270,7 +287,8 @@ def bench_rollout_compare(
     }
 
 
-def _hf_generator(model: str | None, device: str, dtype: str, episodes: int, concurrency: int) -> Any:
+def _hf_generator(model: str | None, device: str, dtype: str, episodes: int, concurrency: int, backend: str) -> Any:
+    """The generator under test: the HF backend, or vLLM's engine (``backend="vllm"``) on the same checkpoint."""
     from sparring import SparringError
     from sparring.agents.hf_backend import HFGenerator
 
@@ -278,7 +296,12 @@ def _hf_generator(model: str | None, device: str, dtype: str, episodes: int, con
         raise SparringError(f"unknown dtype {dtype!r}; use float32, bfloat16 or float16.")
     if episodes < 1 or concurrency < 1:
         raise SparringError(f"--episodes and --concurrency must each be at least 1 (got {episodes} and {concurrency}).")
-    return HFGenerator(None if model in (None, "default") else model, device=device, dtype=dtype)
+    name = None if model in (None, "default") else model
+    if backend == "vllm":
+        from sparring.agents.vllm_backend import VLLMGenerator
+
+        return VLLMGenerator(name, dtype=dtype)
+    return HFGenerator(name, device=device, dtype=dtype)
 
 
 def _cb_generator(hf: Any, engine: str) -> Any:

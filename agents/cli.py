@@ -87,6 +87,7 @@ def _bench_rollout(
         "or compare (both engines' concurrent runs alternately: tokens/s ratio and token exactness).",
     ),
     pairs: int = typer.Option(2, help="With --engine compare: alternating pairs of runs (slot, transformers-cb)."),
+    backend: str = typer.Option("hf", help="hf (transformers) or vllm (vLLM in this process; the vllm extra)."),
 ) -> None:
     """Rollout throughput: tokens/s, episodes/min, env-wait share, speed-up of 8 at once over one by one."""
     from sparring import SparringError
@@ -109,6 +110,7 @@ def _bench_rollout(
         device=device,
         engine=engine,
         pairs=pairs,
+        backend=backend,
     )
     print_figures(result, as_json)
 

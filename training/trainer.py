@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from sparring.envs.core import Episode
+from sparring.training.backends import build_generator
 from sparring.training.config import TrainConfig
 from sparring.training.credit import outcome_advantages, token_advantages, turn_advantages, zero_variance_groups
 from sparring.training.game import GAMES, ReplayBuffer, Rollout, play_iteration
@@ -68,7 +69,6 @@ class Trainer:
         from accelerate import Accelerator
         from accelerate.utils import set_seed
 
-        from sparring.agents.hf_backend import HFGenerator
         from sparring.agents.model import load_model, load_tokenizer
 
         self.config = config
@@ -88,14 +88,7 @@ class Trainer:
         self.optimizer = _optimizer(config, loaded.parameters())
         self.model, self.optimizer = self.accelerator.prepare(loaded, self.optimizer)
         self.policy_model = self.accelerator.unwrap_model(self.model)
-        self.generator = HFGenerator(
-            model_obj=self.policy_model,
-            tokenizer=self.tokenizer,
-            device=str(self.accelerator.device),
-            pack_linears=str(self.accelerator.device) == "cpu",
-            prefix_cache_tokens=config.prefix_cache_tokens,
-        )
-        self.generator.name = str(config.model)
+        self.generator = build_generator(config, self.policy_model, self.tokenizer, str(self.accelerator.device))
         self.loss_config = LossConfig(config.clip_low, config.clip_high, config.kl_coef, config.tis_cap)
         self.reference: torch.nn.Module | None = None
         self.rng = np.random.default_rng(config.seed + 1000 * self.rank)
@@ -127,7 +120,7 @@ class Trainer:
             self.model.eval()
             if checkpointing:
                 set_activation_checkpointing(self.policy_model, False)
-            self.generator.update_weights()  # drops stale KV prefixes, repacks the linears
+            self.generator.update_weights()  # HF: drops stale KV prefixes, repacks; vLLM: reloads its copy
 
     def _autocast(self, bf16: bool) -> Any:
         """A bfloat16 autocast context when ``bf16`` (with ``config.bf16`` accelerate autocasts every pass already)."""
