@@ -75,7 +75,7 @@ def build_instance_set(
         SparringError: No repository image of the split is built, a named repository is of
             another split, or a store lacks bugs and ``generate`` is off.
     """
-    from sparring.envs.swe.bugs.store import generate_bugs, load_bugs
+    from sparring.envs.swe.bugs.store import bug_store_dir, generate_bugs, load_bugs
     from sparring.envs.swe.tasks import repair_task
 
     if n < 1:
@@ -95,9 +95,14 @@ def build_instance_set(
                 f"the bug store of {name} holds {len(stored[name])} bug(s), the set needs {shares[name]}; "
                 f"run `sparring bugs generate --repo {name} --n {need}` or drop --no-generate."
             )
-        print(f"generating {need} procedural bug(s) of {name} for the evaluation set", file=sys.stderr)
+        store = bug_store_dir(name)
+        print(
+            f"generating {need} procedural bug(s) of {name} for the evaluation set; they stay in its bug store "
+            f"{store} (`sparring bugs list` counts them)",
+            file=sys.stderr,
+        )
         made = generate_bugs(name, need, seed=seed, progress=lambda line: print(f"  {line}", file=sys.stderr))
-        print(f"  {name}: {len(made.saved)} bug(s) from {made.tried} mutation(s)", file=sys.stderr)
+        print(f"  {name}: {len(made.saved)} bug(s) from {made.tried} mutation(s), saved in {store}", file=sys.stderr)
         stored[name] = load_bugs(name)
     rng = np.random.default_rng(seed)
     order = {name: [stored[name][i] for i in rng.permutation(len(stored[name]))] for name in names}
