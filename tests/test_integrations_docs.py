@@ -27,6 +27,7 @@ import pytest
 
 from sparring import ServerUnavailable
 from sparring.agents.evaluation.specs import parse_spec
+from sparring.agents.model import checkpointing_argument
 from tests.conftest import default_corpus_built, require
 from tests.training.conftest import smol_tokenizer, tiny_model_dir  # noqa: F401 (fixtures of the TRL test)
 
@@ -220,7 +221,7 @@ def test_the_trl_example_trains_one_step(
         page_config.update(kwargs)
         fast = {"output_dir": str(tmp_path), "use_cpu": True, "bf16": False, "report_to": "none", "max_steps": 1}
         fast |= {"save_strategy": "no", "logging_steps": 1, "max_completion_length": 16, "shuffle_dataset": False}
-        return real_config(**(kwargs | fast | {"activation_checkpointing": False, "seed": 0}))
+        return real_config(**(kwargs | fast | checkpointing_argument(False) | {"seed": 0}))
 
     monkeypatch.setattr(trl, "GRPOConfig", cpu_config)
     # The envs the page's factory makes, to see which question each rollout was reset on.
@@ -309,7 +310,7 @@ def test_max_tool_calling_iterations_of_max_turns_plays_every_turn(
         num_generations=2,
         max_completion_length=1024,
         max_tool_calling_iterations=max_turns + iterations,
-        activation_checkpointing=False,
+        **checkpointing_argument(False),
         seed=0,
     )
     trainer = trl.GRPOTrainer(

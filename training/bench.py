@@ -153,7 +153,7 @@ def _run_trl(settings: dict[str, Any], tasks: list[list[dict[str, Any]]]) -> dic
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from sparring.agents.model import load_model, load_tokenizer
+    from sparring.agents.model import checkpointing_argument, load_model, load_tokenizer
     from sparring.envs.trl import chatml_tool_template, trl_environment_factory
 
     torch.set_num_threads(settings["threads"])
@@ -173,7 +173,7 @@ def _run_trl(settings: dict[str, Any], tasks: list[list[dict[str, Any]]]) -> dic
         output_dir=out,
         use_cpu=True,
         bf16=False,
-        activation_checkpointing=settings["checkpointing"],
+        **checkpointing_argument(settings["checkpointing"]),
         report_to="none",
         save_strategy="no",
         logging_steps=1,

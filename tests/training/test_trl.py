@@ -12,6 +12,7 @@ import os
 
 import pytest
 
+from sparring.agents.model import checkpointing_argument
 from tests.conftest import default_corpus_built, require
 from tests.training.conftest import tiny_model
 
@@ -63,7 +64,7 @@ def test_grpo_trains_one_step_on_search_answer(tmp_path, smol_tokenizer):
         max_completion_length=16,
         max_tool_calling_iterations=1,
         learning_rate=1e-2,
-        activation_checkpointing=False,
+        **checkpointing_argument(False),
         shuffle_dataset=False,
         seed=0,
     )
