@@ -231,7 +231,7 @@ def set_activation_checkpointing(model: Any, enabled: bool) -> bool:
     return False
 
 
-def checkpointing_argument(enabled: bool) -> dict[str, bool]:
+def checkpointing_argument(enabled: bool) -> dict[str, Any]:
     """The ``TrainingArguments`` (and TRL config) switch of activation checkpointing, under its installed name.
 
     transformers renamed ``gradient_checkpointing`` to ``activation_checkpointing`` after 5.19, the

@@ -97,7 +97,7 @@ class VLLMGenerator:
         try:
             self.llm = LLM(
                 model=self.name,
-                dtype=dtype,
+                dtype=dtype,  # type: ignore[arg-type]  # checked by the config: bfloat16 or float32
                 max_model_len=max_model_len,
                 logprobs_mode="processed_logprobs",
                 seed=0,
