@@ -73,10 +73,15 @@ def mean_by_key(values: dict[str, float], device: torch.device | str = "cpu") ->
 def sum_gradients(parameters: Iterable[torch.nn.Parameter]) -> None:
     """Replace each trainable parameter's gradient by its sum over the ranks (a missing one counts as zero).
 
-    Every rank calls this once per optimizer step, also a rank that had nothing to backpropagate. A step
-    without a token still steps every parameter (its weight decay and momentum), with one process too.
+    Every rank calls this once per optimizer step, also a rank that had nothing to backpropagate: it
+    steps with the other ranks' sum. When no rank backpropagated anything, every gradient stays None,
+    so the optimizer leaves the weights alone on every rank (zeros would move them by the optimizer's
+    momentum and weight decay: an update with nothing to train would change the policy).
     """
     params = [p for p in parameters if p.requires_grad]
+    device = params[0].device if params else "cpu"
+    if not all_max(int(any(p.grad is not None for p in params)), device=device):
+        return
     for p in params:
         if p.grad is None:
             p.grad = torch.zeros_like(p)

@@ -67,7 +67,7 @@ def test_after_a_resume_the_kl_reference_is_the_policy_at_the_start_of_self_play
     # The reference was frozen from the weights the run resumed with: after a resume the KL pulled
     # toward a later policy instead of the warm start the config documents.
     require(default_corpus_built(), "the default corpus")
-    from safetensors.torch import load_file
+    from safetensors.torch import load_file, save_file
 
     from sparring.training.config import load_config
     from sparring.training.run import run_training
@@ -85,8 +85,12 @@ def test_after_a_resume_the_kl_reference_is_the_policy_at_the_start_of_self_play
         return trainer
 
     run(1, resume=False)
-    trainer = run(2, resume=True)
     checkpoints = tmp_path / "run" / "checkpoints"
+    # The policy moves on after the start of self-play (an update with nothing to train leaves the
+    # weights alone, so the tiny run may not move them itself): the resumed weights differ from it.
+    moved = checkpoints / "iter-000001" / "model" / "model.safetensors"
+    save_file({k: v + 0.01 for k, v in load_file(str(moved)).items()}, str(moved), metadata={"format": "pt"})
+    trainer = run(2, resume=True)
     start = load_file(str(checkpoints / "iter-000000" / "model" / "model.safetensors"))
     resumed = load_file(str(checkpoints / "iter-000001" / "model" / "model.safetensors"))
     assert trainer.reference is not None
