@@ -73,7 +73,7 @@ def test_training_raises_the_solver_reward_beyond_the_noise(corpus: Any, smollm2
 
     sampled = SamplingParams(temperature=1.0, max_new_tokens=32, seed=1)
     played = EpisodeRunner(trainer.generator, RunnerConfig(sampling=sampled, max_turns=2, progress=False)).run(
-        [EpisodeSpec(_make, seed=0, options={"task": t}, group_id=t["id"]) for t in tasks for _ in range(2)]
+        [EpisodeSpec(_make, seed=0, options={"task": t}, group_id=t["id"]) for t in tasks for _ in range(4)]
     )
     rollouts = [
         Rollout(ep, float(ep.outcome.get("reward", 0.0)), [0.0] * len(ep.turns), ("search", "solver", str(ep.group_id)),
@@ -84,5 +84,5 @@ def test_training_raises_the_solver_reward_beyond_the_noise(corpus: Any, smollm2
     trainer.reinforce(rollouts)
 
     after = _solve_rate(trainer.generator, tasks, greedy)
-    # Measured (load 5, 2 cores): 0.00 before, 0.00 again (no noise: greedy), 0.33 after.
+    # Measured on corpus format 4 (2 cores): 0.00 before, 0.00 again (no noise: greedy), 0.17 after.
     assert after > before + noise, (before, again, after)
