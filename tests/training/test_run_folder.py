@@ -58,6 +58,7 @@ def test_sampled_episodes_carry_the_models_text_rewards_and_trained_advantages(
     trainer = _trainer(smol_tokenizer, tmp_path, "std_scale=false", "lam=0.5")
     rollouts = [_rollout(smol_tokenizer, "solver", "q1", r, a) for r, a in [(1.0, "yes"), (0.0, "no"), (0.0, "x")]]
     rollouts += [_rollout(smol_tokenizer, "proposer", "p", 0.5, HOSTILE)]
+    rollouts[-1].turn_rewards = [0.0, 0.0]  # a group of one with no turn signal: nothing to train on
     metrics = MetricsLog(trainer.out)
     sampler = EpisodeSampler(trainer.out, 2, seed=0, metrics=metrics, tokenizer=smol_tokenizer)
     assert sampler.add(rollouts, 1, trainer) == 3  # two of the solvers, the only proposer

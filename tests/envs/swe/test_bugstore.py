@@ -142,7 +142,8 @@ def test_export_swe_instances(store: Path, monkeypatch: pytest.MonkeyPatch, tmp_
     for row in rows:
         for key in ("instance_id", "repo", "version", "patch", "test_patch", "image"):
             assert row[key], key
-        assert row["image"] == "sparring-repo/inflection:0.5.1"
+        # the instance's own image (its buggy state as base_commit), built on the repository's
+        assert row["repo_image"] == "sparring-repo/inflection:0.5.1" and row["image"].startswith("sparring-swe/")
         fail_to_pass, pass_to_pass = json.loads(row["FAIL_TO_PASS"]), json.loads(row["PASS_TO_PASS"])
         for ids in (fail_to_pass, pass_to_pass):
             assert isinstance(ids, list) and ids and all(isinstance(t, str) and "::" in t for t in ids), ids
