@@ -26,6 +26,22 @@ def require(ok: bool, what: str) -> None:
     pytest.skip(message)
 
 
+def cpu_grpo_settings(output_dir: Any) -> dict[str, Any]:
+    """TRL ``GRPOConfig`` settings of a one-step CPU smoke run: fp32, no reports, checkpoints or
+    activation recomputation, seed 0."""
+    from sparring.agents.model import checkpointing_argument
+
+    fast = {"output_dir": str(output_dir), "use_cpu": True, "bf16": False, "report_to": "none", "max_steps": 1}
+    return fast | {"save_strategy": "no", "logging_steps": 1, "seed": 0} | checkpointing_argument(False)
+
+
+def cpu_grpo_config(output_dir: Any, **kwargs: Any) -> Any:
+    """TRL's ``GRPOConfig`` of :func:`cpu_grpo_settings`; ``kwargs`` (batch, generations, lengths) add to it."""
+    import trl
+
+    return trl.GRPOConfig(**(cpu_grpo_settings(output_dir) | kwargs))
+
+
 def default_corpus_built() -> bool:
     """Whether setup has built the default corpus and its index, in the current format (setup rebuilds an older one)."""
     folder = corpus_dir("default")

@@ -27,8 +27,7 @@ import pytest
 
 from sparring import ServerUnavailable
 from sparring.agents.evaluation.specs import parse_spec
-from sparring.agents.model import checkpointing_argument
-from tests.conftest import default_corpus_built, require
+from tests.conftest import cpu_grpo_config, cpu_grpo_settings, default_corpus_built, require
 from tests.training.conftest import smol_tokenizer, tiny_model_dir  # noqa: F401 (fixtures of the TRL test)
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "integrations.md"
@@ -219,9 +218,8 @@ def test_the_trl_example_trains_one_step(
 
     def cpu_config(**kwargs: Any) -> Any:
         page_config.update(kwargs)
-        fast = {"output_dir": str(tmp_path), "use_cpu": True, "bf16": False, "report_to": "none", "max_steps": 1}
-        fast |= {"save_strategy": "no", "logging_steps": 1, "max_completion_length": 16, "shuffle_dataset": False}
-        return real_config(**(kwargs | fast | checkpointing_argument(False) | {"seed": 0}))
+        fast = cpu_grpo_settings(tmp_path) | {"max_completion_length": 16, "shuffle_dataset": False}
+        return real_config(**(kwargs | fast))
 
     monkeypatch.setattr(trl, "GRPOConfig", cpu_config)
     # The envs the page's factory makes, to see which question each rollout was reset on.
@@ -298,20 +296,12 @@ def test_max_tool_calling_iterations_of_max_turns_plays_every_turn(
 
     system = {"role": "system", "content": "Call search to look things up, then call answer."}
     task = {"id": "fe", "question": "Which element has the symbol Fe?", "answers": ["iron"]}
-    args = trl.GRPOConfig(
-        output_dir=str(tmp_path),
-        use_cpu=True,
-        bf16=False,
-        report_to="none",
-        save_strategy="no",
-        max_steps=1,
-        logging_steps=1,
+    args = cpu_grpo_config(
+        tmp_path,
         per_device_train_batch_size=2,
         num_generations=2,
         max_completion_length=1024,
         max_tool_calling_iterations=max_turns + iterations,
-        **checkpointing_argument(False),
-        seed=0,
     )
     trainer = trl.GRPOTrainer(
         model=tiny_model(tokenizer),

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +16,7 @@ from sparring.agents.model import default_model_present
 from sparring.envs.core import Episode
 from sparring.envs.tools import tool
 from tests.conftest import require
+from tests.containers.sandbox_helpers import docker_ready
 from tests.toy_env import SumEnv
 
 
@@ -100,3 +106,21 @@ class ShownSumEnv(SumEnv):
         super()._begin(task)
         numbers = ", ".join(map(str, task["numbers"]))
         return f"Add up these numbers: {numbers}. Reply with <answer>the sum</answer>."
+
+
+def private_home(tmp_path_factory: pytest.TempPathFactory, repo: str, bugs: int) -> Path:
+    """A private ``SPARRING_HOME`` holding a copy of ``repo``'s bug store (at least ``bugs`` bugs)."""
+    docker_ready()
+    from sparring.envs.swe.bugs.store import bug_store_dir, load_bugs
+
+    require(len(load_bugs(repo)) >= bugs, f"the {repo} bug store ({bugs} bugs)")
+    home = tmp_path_factory.mktemp("home")
+    shutil.copytree(bug_store_dir(repo), home / "bugs" / repo)
+    return home
+
+
+def sparring(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m sparring.cli ARGS`` under the private ``home``, output captured, at most 10 minutes."""
+    env = {**os.environ, "SPARRING_HOME": str(home), "COLUMNS": "250"}
+    cmd = [sys.executable, "-m", "sparring.cli", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,8 +20,7 @@ import pytest
 
 from sparring import SparringError
 from sparring.agents.evaluation.swe_instances import load_instance_file
-from tests.conftest import require
-from tests.containers.sandbox_helpers import docker_ready
+from tests.agents.conftest import private_home, sparring
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -33,19 +31,7 @@ SET = ["--split", "train", "--repos", REPO, "--n-bugs", "2", "--seed", "0"]
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A private home holding a copy of the inflection bug store."""
-    docker_ready()
-    from sparring.envs.swe.bugs.store import bug_store_dir, load_bugs
-
-    require(len(load_bugs(REPO)) >= 2, f"the {REPO} bug store (2 bugs)")
-    home = tmp_path_factory.mktemp("home")
-    shutil.copytree(bug_store_dir(REPO), home / "bugs" / REPO)
-    return home
-
-
-def sparring(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SPARRING_HOME": str(home), "COLUMNS": "250"}
-    cmd = [sys.executable, "-m", "sparring.cli", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    return private_home(tmp_path_factory, REPO, 2)
 
 
 def outcomes(out: Path) -> list[tuple[Any, ...]]:

@@ -21,8 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import require
-from tests.containers.sandbox_helpers import docker_ready
+from tests.agents.conftest import private_home, sparring
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -52,20 +51,7 @@ new file mode 100644
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A private home holding a copy of the inflection bug store."""
-    docker_ready()
-    from sparring.envs.swe.bugs.store import bug_store_dir, load_bugs
-
-    require(len(load_bugs(REPO)) >= 3, f"the {REPO} bug store (3 bugs)")
-    home = tmp_path_factory.mktemp("home")
-    shutil.copytree(bug_store_dir(REPO), home / "bugs" / REPO)
-    return home
-
-
-def sparring(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SPARRING_HOME": str(home), "COLUMNS": "250"}
-    return subprocess.run(
-        [sys.executable, "-m", "sparring.cli", *args], capture_output=True, text=True, timeout=600, env=env
-    )
+    return private_home(tmp_path_factory, REPO, 3)
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,7 @@ import os
 
 import pytest
 
-from sparring.agents.model import checkpointing_argument
-from tests.conftest import default_corpus_built, require
+from tests.conftest import cpu_grpo_config, default_corpus_built, require
 from tests.training.conftest import tiny_model
 
 pytestmark = [pytest.mark.slow, pytest.mark.model]
@@ -51,22 +50,14 @@ def test_grpo_trains_one_step_on_search_answer(tmp_path, smol_tokenizer):
         # of the sampled tokens differs between rollouts, which gives the step a signal.
         return [sum(ids) % 101 / 100 for ids in completion_ids]
 
-    args = trl.GRPOConfig(
-        output_dir=str(tmp_path),
-        use_cpu=True,
-        bf16=False,
-        report_to="none",
-        save_strategy="no",
-        max_steps=1,
-        logging_steps=1,
+    args = cpu_grpo_config(
+        tmp_path,
         per_device_train_batch_size=4,
         num_generations=2,
         max_completion_length=16,
         max_tool_calling_iterations=1,
         learning_rate=1e-2,
-        **checkpointing_argument(False),
         shuffle_dataset=False,
-        seed=0,
     )
     trainer = trl.GRPOTrainer(
         model=model,
