@@ -11,6 +11,7 @@ import base64
 import json
 import select
 import socket
+import ssl
 import time
 from typing import Any
 
@@ -67,12 +68,23 @@ class AttachChannel:
                 self.stderr = (self.stderr + payload)[-4096:]
 
     def hung_up(self) -> bool:
-        """Whether the engine closed the stream (the container is gone); costs no round trip."""
+        """Whether the engine closed the stream (the container is gone); costs no round trip.
+
+        What is there to read is kept for :meth:`receive` (a TLS socket, a remote engine's, cannot peek).
+        """
         try:
             readable, _, _ = select.select([self._sock], [], [], 0)
-            return bool(readable) and self._sock.recv(1, socket.MSG_PEEK) == b""
+            if not readable:
+                return False
+            self._sock.settimeout(0)
+            data = self._sock.recv(1 << 16)
+        except (ssl.SSLWantReadError, BlockingIOError):  # a TLS record not complete yet: the stream is open
+            return False
         except (OSError, ValueError):
             return True
+        self._frames += data
+        self._split_frames()
+        return data == b""
 
     def close(self) -> None:
         try:

@@ -59,6 +59,7 @@ from sparring.containers.cleanup import (
     reaper,
 )
 from sparring.containers.docker_engine import docker_client, shared_client
+from sparring.containers.engines import place
 from sparring.containers.limits import HARNESS_CAPS, SandboxLimits, host_config, image_seed
 from sparring.containers.readback import MAX_READ_BYTES, ReadCaps, TreeRead
 
@@ -129,13 +130,17 @@ class Sandbox:
         id: The container id.
         image: The image it runs.
         limits: Its resource limits.
+        engine: The URL of the engine it runs on (None: the environment's engine).
     """
 
-    def __init__(self, container_id: str, image: str, limits: SandboxLimits, channel: AttachChannel):
+    def __init__(
+        self, container_id: str, image: str, limits: SandboxLimits, channel: AttachChannel, engine: str | None = None
+    ):
         """Wrap a started container whose command server answers on ``channel`` (use :meth:`create`)."""
         self.id = container_id
         self.image = image
         self.limits = limits
+        self.engine = engine
         self._channel = channel
         self._lock = threading.Lock()  # one request at a time on the channel
         self._close_lock = threading.Lock()
@@ -143,8 +148,16 @@ class Sandbox:
         self._broken: str | None = None
 
     @classmethod
-    def create(cls, image: str, limits: SandboxLimits | None = None, labels: dict[str, str] | None = None) -> Sandbox:
+    def create(
+        cls,
+        image: str,
+        limits: SandboxLimits | None = None,
+        labels: dict[str, str] | None = None,
+        hosts: list[str] | None = None,
+    ) -> Sandbox:
         """Create and start a container of ``image`` and wait until its command server answers.
+
+        ``hosts``: engine URLs to run it on (default: the process's, see :mod:`~sparring.containers.engines`).
 
         Raises:
             SparringError: The engine is not running, the image is missing, or the container failed to start.
@@ -153,7 +166,8 @@ class Sandbox:
 
         limits = limits or SandboxLimits()
         install_exit_hooks()
-        api = shared_client().api
+        engine = place(image, hosts)
+        api = shared_client(engine).api
         all_labels = {**(labels or {}), LABEL: "1", OWNER_LABEL: owner_id()}
         try:
             image_id = api.inspect_image(image)["Id"]
@@ -181,18 +195,18 @@ class Sandbox:
         except Exception as e:  # the engine went away, or refused the configuration
             raise SparringError(f"could not create a sandbox of {image} ({e}); check `sparring doctor`.") from None
         container_id = created["Id"]
-        reaper().track(container_id)
+        reaper().track(container_id, engine)
         try:
             channel = AttachChannel(
                 api.attach_socket(container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
             )
             api.start(container_id)
-            sandbox = cls(container_id, image, limits, channel)
+            sandbox = cls(container_id, image, limits, channel, engine)
             sandbox._call({"op": "ping"}, START_TIMEOUT_S)
             if seed:
                 sandbox._call({"op": "put_tar", "dest": "/", "data": base64.b64encode(seed).decode(), "user": None})
         except Exception as e:
-            reaper().remove(container_id)
+            reaper().remove(container_id, engine)
             if isinstance(e, SparringError):
                 raise
             raise SparringError(f"a sandbox of {image} did not start ({e}); check the image and the engine.") from None
@@ -340,11 +354,18 @@ class Sandbox:
                 return
             self._closed = True
         self._channel.close()
-        reaper().remove(self.id)
+        reaper().remove(self.id, self.engine)
 
     def alive(self) -> bool:
         """Whether the container still runs: not closed, not broken, its stream still open."""
-        return not (self._closed or self._broken or self._channel.hung_up())
+        if self._closed or self._broken:
+            return False
+        if not self._lock.acquire(blocking=False):  # a request is in flight: its answer says
+            return True
+        try:
+            return not self._channel.hung_up()
+        finally:
+            self._lock.release()
 
     @property
     def closed(self) -> bool:
@@ -397,6 +418,7 @@ class SandboxPool:
         limits: SandboxLimits | None = None,
         labels: dict[str, str] | None = None,
         workers: int | None = None,
+        hosts: list[str] | None = None,
     ):
         """Start filling the pool.
 
@@ -406,6 +428,7 @@ class SandboxPool:
             limits: Their limits (defaults: :class:`SandboxLimits`).
             labels: Extra labels.
             workers: Containers started at once (default: ``min(size, 2)``).
+            hosts: Engine URLs to start them on (default: the process's; :mod:`~sparring.containers.engines`).
         """
         if size < 1:
             raise SparringError(f"a sandbox pool needs size >= 1, got {size}.")
@@ -413,6 +436,7 @@ class SandboxPool:
         self.size = size
         self.limits = limits or SandboxLimits()
         self.labels = dict(labels or {})
+        self.hosts = list(hosts) if hosts else None
         install_exit_hooks()
         self._ready: queue.Queue[Sandbox] = queue.Queue()
         self._slots = threading.Semaphore(size)
@@ -438,7 +462,7 @@ class SandboxPool:
                 self._slots.release()
                 break
             try:
-                sandbox = Sandbox.create(self.image, self.limits, self.labels)
+                sandbox = Sandbox.create(self.image, self.limits, self.labels, self.hosts)
             except Exception as e:
                 self._error = e
                 self._slots.release()

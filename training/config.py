@@ -68,6 +68,10 @@ class TrainConfig:
     """Turn limit of search episodes."""
     swe_max_turns: int = 6
     """Turn limit of SWE episodes."""
+    docker_hosts: list[str] = field(default_factory=list)
+    """Docker engines the SWE containers run on (``unix:///path.sock``, ``tcp://HOST:2376`` with TLS), each new
+    container on the one running the fewest; images are copied there from the local engine. Empty: the local
+    engine, or those ``SPARRING_DOCKER_HOSTS`` lists (docs/swe.md)."""
     max_new_tokens: int = 64
     """Tokens generated per turn at most."""
     max_context_tokens: int = 2048
