@@ -37,15 +37,15 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from sparring import SparringError
 from sparring.containers.channel import (
     REPLY_GRACE_S,
     AttachChannel,
+    ExecResult,
     FileTooLargeError,
-    decode_stream,
+    exec_result,
     raise_remote,
     server_command,
 )
@@ -86,41 +86,6 @@ HOSTNAME = "sandbox"
 FILE_OP_TIMEOUT_S = 300.0
 #: Seconds a new container may take to answer its first request.
 START_TIMEOUT_S = 60.0
-
-
-@dataclass
-class ExecResult:
-    """What one command did.
-
-    Attributes:
-        exit_code: The exit status; None when the command timed out or was killed by a signal.
-        stdout: Standard output, decoded with replacement, capped with a "[... N bytes cut ...]" marker.
-        stderr: Standard error, the same way; a line saying so is added on a timeout or OOM kill.
-        timed_out: The command ran past its timeout and its process group was killed.
-        seconds: Wall time of the command inside the container.
-        truncated_bytes: Bytes cut from stdout and stderr together.
-        oom_killed: The kernel killed a process of the container for exceeding the memory limit.
-        signal: The signal that killed the command's shell, if one did.
-    """
-
-    exit_code: int | None
-    stdout: str
-    stderr: str
-    timed_out: bool = False
-    seconds: float = 0.0
-    truncated_bytes: int = 0
-    oom_killed: bool = False
-    signal: int | None = None
-
-    @property
-    def ok(self) -> bool:
-        """The command exited with status 0 within its timeout."""
-        return self.exit_code == 0 and not self.timed_out
-
-    @property
-    def output(self) -> str:
-        """Stdout followed by stderr, as an agent's observation shows them."""
-        return self.stdout + self.stderr
 
 
 class Sandbox:
@@ -240,25 +205,7 @@ class Sandbox:
             reply = self._call(request, timeout + REPLY_GRACE_S)
         except (SparringError, OSError) as e:  # a dead or wrecked container is the agent's observation
             return ExecResult(exit_code=None, stdout="", stderr=f"[sparring: {e}]\n")
-        stdout, cut_out = decode_stream(reply["out"])
-        stderr, cut_err = decode_stream(reply["err"])
-        if reply["timed_out"]:
-            stderr += f"\n[sparring: the command timed out after {timeout:g} s and its processes were killed]\n"
-        elif reply["oom"]:
-            stderr += f"\n[sparring: a process was killed for exceeding the memory limit ({self.limits.memory})]\n"
-        exit_code, killed_by = reply["exit"], reply["signal"]
-        if reply["oom"] and exit_code == 128 + 9:  # the shell reports its OOM-killed child as 137
-            exit_code, killed_by = None, 9
-        return ExecResult(
-            exit_code=None if reply["timed_out"] else exit_code,
-            stdout=stdout,
-            stderr=stderr,
-            timed_out=reply["timed_out"],
-            seconds=reply["seconds"],
-            truncated_bytes=cut_out + cut_err,
-            oom_killed=reply["oom"],
-            signal=killed_by,
-        )
+        return exec_result(reply, timeout, self.limits.memory)
 
     def put_file(
         self, path: str, data: bytes | str, mode: int = 0o644, user: str | None = None, *, as_agent: bool = False
