@@ -31,7 +31,16 @@ from urllib.parse import urlsplit
 from sparring import SparringError
 from sparring.containers.docker_engine import docker_client, shared_client
 
-__all__ = ["HOSTS_ENV", "check_engine_url", "engine_hosts", "ensure_image", "pick_engine", "place", "use_docker_hosts"]
+__all__ = [
+    "HOSTS_ENV",
+    "check_engine_url",
+    "check_engines",
+    "engine_hosts",
+    "ensure_image",
+    "pick_engine",
+    "place",
+    "use_docker_hosts",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +117,16 @@ def _tls_configured() -> bool:
         return "tls" in kwargs_from_env()
     except Exception as e:  # TLSParameterError: DOCKER_CERT_PATH lacks a file
         raise SparringError(f"the Docker TLS settings are not usable ({e}); check DOCKER_CERT_PATH.") from None
+
+
+def check_engines(hosts: Sequence[str] | None = None) -> None:
+    """Make sure every engine sandboxes may run on answers (before a run spends minutes loading).
+
+    Raises:
+        SparringError: One does not; the message names it and why.
+    """
+    for host in engine_hosts(hosts):
+        shared_client(host)
 
 
 def pick_engine(hosts: Sequence[str | None]) -> str | None:

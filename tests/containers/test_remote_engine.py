@@ -237,3 +237,22 @@ def test_ties_go_in_turn_and_gc_reaches_the_second_engine(engine2: Engine) -> No
     orphan = api.create_container(BASE_IMAGE, command=["true"], labels=dead)["Id"]
     report = collect_garbage(hosts=[engine2.unix])
     assert report.containers >= 1 and not api.containers(all=True, filters={"id": orphan})
+
+
+def test_the_training_key_reaches_every_sandbox_of_the_run(tmp_path: Path) -> None:
+    from sparring.containers.engines import engine_hosts, use_docker_hosts
+    from sparring.training.config import load_config
+    from sparring.training.run import run_training
+
+    with pytest.raises(SparringError, match="ssh:// transport"):
+        load_config("cpu-demo", ["docker_hosts=ssh://user@gpu-host"])
+    nowhere = f"unix://{tmp_path}/docker.sock"
+    config = load_config("cpu-demo", [f"docker_hosts={nowhere}", "games=swe", f"out={tmp_path}/run"])
+    assert config.docker_hosts == [nowhere]
+    try:
+        # the run stops before loading the model, in one sentence, and its sandboxes would go to that engine
+        with pytest.raises(SparringError, match=rf"^the Docker engine at {nowhere} is not reachable"):
+            run_training(config)
+        assert engine_hosts() == (nowhere,)
+    finally:
+        use_docker_hosts([])
