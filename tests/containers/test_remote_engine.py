@@ -168,7 +168,12 @@ def test_limits_hold_on_the_second_engine_over_tls(engine2: Engine) -> None:
         # files go both ways on the command channel, through TLS
         box.put_file("/tmp/f.bin", bytes(range(256)) * 1000)
         assert box.get_file("/tmp/f.bin") == bytes(range(256)) * 1000
+        # an answer not read yet is no hang-up: a TLS socket cannot be peeked at, so it is kept for the reader
+        box._channel.send({"op": "ping"})
+        time.sleep(1)
         assert box.alive()
+        assert box._channel.receive(time.monotonic() + 10) == {}
+        assert box.exec("echo still").stdout == "still\n"
     reaper().wait()
     assert not docker_client(host=engine2.unix).api.containers(all=True, filters={"id": box.id})
 
@@ -181,10 +186,10 @@ def test_a_repair_is_graded_on_the_second_engine(engine2: Engine) -> None:
     if not tasks:
         pytest.skip("no stored bugs; run `sparring setup --for test`")
     task = tasks[0]
-    env = SWERepairEnv(max_turns=4, tasks=[task], docker_hosts=[engine2.unix])
+    env = SWERepairEnv(max_turns=4, tasks=[task], docker_hosts=[engine2.tls])
     try:
         env.reset(seed=0)
-        assert env._sandbox.engine == engine2.unix
+        assert env._sandbox.engine == engine2.tls
         # the oracle fix: the bug's diff, reversed
         diff = task["artifact"]["bug_inject_diff"]
         assert "SPARRING_END" not in diff
@@ -199,7 +204,7 @@ def test_a_repair_is_graded_on_the_second_engine(engine2: Engine) -> None:
         _, reward, terminated, _, info = env.step("<submit>nothing to do</submit>")
         assert terminated and not info["outcome"]["solved"] and reward == -1.0, info["outcome"]
         assert info["outcome"]["failing"] or info["outcome"]["missing"]
-        assert env._pools.pool(task["image"]).hosts == [engine2.unix]
+        assert env._pools.pool(task["image"]).hosts == [engine2.tls]
         reaper().wait()
         assert _on_local_engine() == []  # every container, the grading's too, ran on the second engine
     finally:
