@@ -89,7 +89,8 @@ def engine2() -> Iterator[Engine]:
         ["dockerd", "-H", unix, "-H", tls, "--tlsverify", f"--tlscacert={certs}/ca.pem",
          f"--tlscert={certs}/server-cert.pem", f"--tlskey={certs}/server-key.pem", f"--data-root={root}/data",
          f"--exec-root={root}/exec", f"--pidfile={root}/docker.pid", "--bridge=none", "--iptables=false",
-         "--ip-masq=false", f"--containerd-namespace={namespace}", f"--containerd-plugins-namespace={namespace}p"],
+         "--ip-masq=false", "--shutdown-timeout=1", f"--containerd-namespace={namespace}",
+         f"--containerd-plugins-namespace={namespace}p"],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     saved = {k: os.environ.get(k) for k in ("DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH")}
