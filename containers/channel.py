@@ -11,7 +11,9 @@ import base64
 import json
 import select
 import socket
+import ssl
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from sparring import SparringError
@@ -67,12 +69,23 @@ class AttachChannel:
                 self.stderr = (self.stderr + payload)[-4096:]
 
     def hung_up(self) -> bool:
-        """Whether the engine closed the stream (the container is gone); costs no round trip."""
+        """Whether the engine closed the stream (the container is gone); costs no round trip.
+
+        What is there to read is kept for :meth:`receive` (a TLS socket, a remote engine's, cannot peek).
+        """
         try:
             readable, _, _ = select.select([self._sock], [], [], 0)
-            return bool(readable) and self._sock.recv(1, socket.MSG_PEEK) == b""
+            if not readable:
+                return False
+            self._sock.settimeout(0)
+            data = self._sock.recv(1 << 16)
+        except (ssl.SSLWantReadError, BlockingIOError):  # a TLS record not complete yet: the stream is open
+            return False
         except (OSError, ValueError):
             return True
+        self._frames += data
+        self._split_frames()
+        return data == b""
 
     def close(self) -> None:
         try:
@@ -101,6 +114,64 @@ def server_command() -> list[str]:
 
 
 _SERVER_SOURCE: str | None = None
+
+
+@dataclass
+class ExecResult:
+    """What one command did.
+
+    Attributes:
+        exit_code: The exit status; None when the command timed out or was killed by a signal.
+        stdout: Standard output, decoded with replacement, capped with a "[... N bytes cut ...]" marker.
+        stderr: Standard error, the same way; a line saying so is added on a timeout or OOM kill.
+        timed_out: The command ran past its timeout and its process group was killed.
+        seconds: Wall time of the command inside the container.
+        truncated_bytes: Bytes cut from stdout and stderr together.
+        oom_killed: The kernel killed a process of the container for exceeding the memory limit.
+        signal: The signal that killed the command's shell, if one did.
+    """
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    seconds: float = 0.0
+    truncated_bytes: int = 0
+    oom_killed: bool = False
+    signal: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        """The command exited with status 0 within its timeout."""
+        return self.exit_code == 0 and not self.timed_out
+
+    @property
+    def output(self) -> str:
+        """Stdout followed by stderr, as an agent's observation shows them."""
+        return self.stdout + self.stderr
+
+
+def exec_result(reply: dict[str, Any], timeout: float, memory: str) -> ExecResult:
+    """The :class:`ExecResult` of the server's answer to an ``exec`` of ``timeout`` seconds under ``memory``."""
+    stdout, cut_out = decode_stream(reply["out"])
+    stderr, cut_err = decode_stream(reply["err"])
+    if reply["timed_out"]:
+        stderr += f"\n[sparring: the command timed out after {timeout:g} s and its processes were killed]\n"
+    elif reply["oom"]:
+        stderr += f"\n[sparring: a process was killed for exceeding the memory limit ({memory})]\n"
+    exit_code, killed_by = reply["exit"], reply["signal"]
+    if reply["oom"] and exit_code == 128 + 9:  # the shell reports its OOM-killed child as 137
+        exit_code, killed_by = None, 9
+    return ExecResult(
+        exit_code=None if reply["timed_out"] else exit_code,
+        stdout=stdout,
+        stderr=stderr,
+        timed_out=reply["timed_out"],
+        seconds=reply["seconds"],
+        truncated_bytes=cut_out + cut_err,
+        oom_killed=reply["oom"],
+        signal=killed_by,
+    )
 
 
 def decode_stream(part: dict[str, Any]) -> tuple[str, int]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from sparring import SparringError
 from sparring.containers.docker_engine import docker_client, shared_client
+from sparring.containers.engines import engine_hosts
 
 #: Label on everything the project creates at run time (images excepted).
 LABEL = "sparring"
@@ -65,23 +66,25 @@ class Reaper:
 
     def __init__(self) -> None:
         """An empty set of live containers."""
-        self._live: set[str] = set()
+        self._live: dict[str, str | None] = {}  # container id -> its engine (None: the environment's)
+        self._engines: set[str | None] = {None}  # every engine this process created containers on
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._pending: set[Future[None]] = set()
 
-    def track(self, container_id: str) -> None:
-        """Remember a container this process created."""
+    def track(self, container_id: str, engine: str | None = None) -> None:
+        """Remember a container this process created on ``engine`` (an engine URL; None: the environment's)."""
         with self._lock:
-            self._live.add(container_id)
+            self._live[container_id] = engine
+            self._engines.add(engine)
 
-    def remove(self, container_id: str) -> None:
-        """Remove a container in the background (force: it may still run)."""
+    def remove(self, container_id: str, engine: str | None = None) -> None:
+        """Remove a container of ``engine`` in the background (force: it may still run)."""
         with self._lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="sparring-remove")
             try:
-                future = self._executor.submit(self.remove_now, container_id)
+                future = self._executor.submit(self.remove_now, container_id, engine)
             except RuntimeError:  # the interpreter is shutting down: do it here
                 shutting_down = True
             else:
@@ -89,17 +92,17 @@ class Reaper:
                 self._pending.add(future)
                 future.add_done_callback(self._pending.discard)
         if shutting_down:
-            self.remove_now(container_id)
+            self.remove_now(container_id, engine)
 
-    def remove_now(self, container_id: str) -> None:
-        """Remove a container and wait for it (an already removed one is fine)."""
+    def remove_now(self, container_id: str, engine: str | None = None) -> None:
+        """Remove a container of ``engine`` and wait for it (an already removed one is fine)."""
         try:
-            shared_client().api.remove_container(container_id, force=True)
+            shared_client(engine).api.remove_container(container_id, force=True)
         except Exception as e:
             if not _removed_or_going(e):
                 raise
         with self._lock:
-            self._live.discard(container_id)
+            self._live.pop(container_id, None)
 
     def wait(self) -> None:
         """Wait for the background removals requested so far."""
@@ -115,22 +118,25 @@ class Reaper:
             return set(self._live)
 
     def remove_all(self) -> None:
-        """Remove every container this process owns: those tracked and any other with its owner label."""
-        try:
-            client = docker_client(timeout=30)
-            listed = client.api.containers(all=True, filters={"label": f"{OWNER_LABEL}={owner_id()}"})
-        except Exception:
-            listed = []
-        ids = self.live | {c["Id"] for c in listed}
-        threads = [threading.Thread(target=self._quietly, args=(cid,)) for cid in ids]
+        """Remove every container this process owns on the engines it used (tracked, or with its owner label)."""
+        with self._lock:
+            found, engines = dict(self._live), set(self._engines)
+        for engine in engines:
+            try:
+                client = docker_client(timeout=30, host=engine)
+                listed = client.api.containers(all=True, filters={"label": f"{OWNER_LABEL}={owner_id()}"})
+            except Exception:
+                listed = []
+            found |= {c["Id"]: engine for c in listed}
+        threads = [threading.Thread(target=self._quietly, args=item) for item in found.items()]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join(timeout=30)
 
-    def _quietly(self, container_id: str) -> None:
+    def _quietly(self, container_id: str, engine: str | None) -> None:
         try:
-            self.remove_now(container_id)
+            self.remove_now(container_id, engine)
         except Exception:
             pass
 
@@ -183,25 +189,31 @@ class GarbageReport:
     networks: int = 0
 
 
-def collect_garbage(all_owners: bool = False) -> GarbageReport:
-    """Remove labelled containers and networks whose owning process is gone.
+def collect_garbage(all_owners: bool = False, hosts: list[str] | None = None) -> GarbageReport:
+    """Remove labelled containers and networks whose owning process is gone, on each engine sandboxes use.
 
     Containers that vanish or start being removed by someone else meanwhile (their owner's exit
-    hook, a second ``sparring gc``) are left to that removal and not counted.
+    hook, a second ``sparring gc``) are left to that removal and not counted. An owner on another
+    machine counts as alive: run ``sparring gc`` where the trainer ran.
 
     Args:
         all_owners: Remove those of live processes too (every labelled container and network).
+        hosts: Engine URLs (default: ``SPARRING_DOCKER_HOSTS``, else the environment's engine).
 
     Returns:
         How many of each were removed.
 
     Raises:
-        SparringError: The engine refused a listing or a removal; the message says which and why.
+        SparringError: An engine refused a listing or a removal; the message says which and why.
     """
-    import docker
-
-    api = docker_client().api
     report = GarbageReport()
+    for engine in engine_hosts(hosts):
+        _collect(docker_client(host=engine).api, all_owners, report)
+    return report
+
+
+def _collect(api: Any, all_owners: bool, report: GarbageReport) -> None:
+    import docker
 
     def orphaned(labels: dict[str, str] | None) -> bool:
         return all_owners or not owner_alive((labels or {}).get(OWNER_LABEL, ""))
@@ -227,4 +239,3 @@ def collect_garbage(all_owners: bool = False) -> GarbageReport:
             f"sparring gc stopped after removing {report.containers} container(s): the Docker engine answered "
             f"{e.explanation or e}; check the engine with `sparring doctor` and run `sparring gc` again."
         ) from None
-    return report

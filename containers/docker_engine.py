@@ -32,22 +32,58 @@ def _engine_hint() -> str:
     return "run `sparring setup --for test` (as root on Debian it installs and starts docker.io) or start dockerd"
 
 
-def docker_client(timeout: float = 120.0) -> docker.DockerClient:
-    """A docker-py client for the engine in the environment (``DOCKER_HOST`` or the local socket).
+def docker_client(timeout: float = 120.0, host: str | None = None) -> docker.DockerClient:
+    """A docker-py client for the engine at ``host``, else the environment's (``DOCKER_HOST`` or the local socket).
+
+    A ``tcp://`` host uses TLS as the environment says (``DOCKER_TLS_VERIFY``, ``DOCKER_CERT_PATH``),
+    exactly as for ``DOCKER_HOST``.
 
     Args:
         timeout: Seconds an API call may take before docker-py gives up.
+        host: An engine URL (``unix:///path.sock``, ``tcp://host:2376``); None: the environment's engine.
 
     Raises:
         SparringError: The engine does not answer; the message says how to start it.
     """
     import docker
 
+    environment = {**os.environ, "DOCKER_HOST": host} if host else None
     try:
-        client = docker.from_env(timeout=timeout)
+        if host and host.startswith("tcp://"):
+            client = _tls_aware_client(environment or {}, timeout)
+        else:
+            client = docker.from_env(timeout=timeout, environment=environment)
         client.ping()
     except Exception as e:  # docker-py raises DockerException, requests' errors or OSError
+        if host:
+            raise SparringError(
+                f"the Docker engine at {host} is not reachable ({_short(e, host)}); start it there, check the URL "
+                "(and DOCKER_CERT_PATH for tcp:// with TLS), or drop it from docker_hosts."
+            ) from None
         raise SparringError(f"the Docker engine is not reachable ({_short(e)}); {_engine_hint()}.") from None
+    return client
+
+
+def _tls_aware_client(environment: dict[str, str], timeout: float) -> docker.DockerClient:
+    """A client of a ``tcp://`` engine whose TLS trusts ``DOCKER_CERT_PATH``'s CA, whatever the environment says.
+
+    requests lets ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` (set on many machines, this one too) replace a
+    session's own CA file, so docker-py's TLS would check the engine against the system's CAs and fail;
+    sessions that ignore the environment keep the engine's CA. The API version is asked for first, as
+    ``docker.from_env`` does, on such a session.
+    """
+    import docker
+    from docker.constants import DEFAULT_DOCKER_API_VERSION, MINIMUM_DOCKER_API_VERSION
+    from docker.utils import kwargs_from_env
+
+    kwargs = kwargs_from_env(environment=environment)
+    probe = docker.APIClient(**kwargs, version=MINIMUM_DOCKER_API_VERSION, timeout=timeout)
+    probe.trust_env = False
+    served = probe.version(api_version=False)["ApiVersion"]
+    probe.close()
+    version = min(served, DEFAULT_DOCKER_API_VERSION, key=lambda v: tuple(int(p) for p in v.split(".")))
+    client = docker.DockerClient(**kwargs, version=version, timeout=timeout)
+    client.api.trust_env = False
     return client
 
 
@@ -55,8 +91,8 @@ _SHARED: dict[str | None, docker.DockerClient] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_client() -> docker.DockerClient:
-    """One client per process (and ``DOCKER_HOST``), checked once, for frequent calls.
+def shared_client(host: str | None = None) -> docker.DockerClient:
+    """One client per process and engine (``host``, else ``DOCKER_HOST``), checked once, for frequent calls.
 
     Sandboxes are created and removed many times an episode batch; a fresh client each time would
     cost a connection and a ping per call.
@@ -64,11 +100,11 @@ def shared_client() -> docker.DockerClient:
     Raises:
         SparringError: The engine does not answer on first use.
     """
-    key = os.environ.get("DOCKER_HOST")
+    key = host or os.environ.get("DOCKER_HOST")
     with _SHARED_LOCK:
         client = _SHARED.get(key)
         if client is None:
-            client = _SHARED[key] = docker_client()
+            client = _SHARED[key] = docker_client(host=host)
     return client
 
 
@@ -154,9 +190,9 @@ def start_dockerd(timeout: float = START_TIMEOUT_S) -> None:
     raise SparringError(f"dockerd did not answer within {timeout:.0f} s; see {log} for why.")
 
 
-def _short(e: BaseException) -> str:
+def _short(e: BaseException, host: str | None = None) -> str:
     """Why the engine did not answer, in a few words."""
-    where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    where = host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     text = str(e).strip()
     if "FileNotFoundError" in text or "No such file" in text:
         return f"no Docker socket at {where}"

@@ -15,10 +15,18 @@ __all__ = ["PoolSet"]
 class PoolSet:
     """Lazily made :class:`SandboxPool` per image; :meth:`close` is idempotent."""
 
-    def __init__(self, size: int = 2, limits: Any = None):
-        """Pools of ``size`` pre-started containers with ``limits`` (the sandbox's defaults when None)."""
+    def __init__(self, size: int = 2, limits: Any = None, hosts: list[str] | None = None):
+        """Pools of ``size`` pre-started containers with ``limits`` (the sandbox's defaults when None).
+
+        ``hosts``: engine URLs they run on (default: the process's; :mod:`~sparring.containers.engines`).
+        """
+        from sparring.containers.engines import engine_hosts
+
         self.size = size
         self.limits = limits
+        self.hosts = list(hosts) if hosts else None
+        if hosts:
+            engine_hosts(hosts)  # a malformed or unsafe URL is the caller's error now, not a pool thread's
         self._pools: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -29,7 +37,7 @@ class PoolSet:
                 from sparring.containers.sandbox import SandboxPool
 
                 kwargs = {"limits": self.limits} if self.limits is not None else {}
-                self._pools[image] = SandboxPool(image, size=self.size, **kwargs)
+                self._pools[image] = SandboxPool(image, size=self.size, hosts=self.hosts, **kwargs)
             return self._pools[image]
 
     def acquire(self, image: str) -> Any:

@@ -37,15 +37,15 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from sparring import SparringError
 from sparring.containers.channel import (
     REPLY_GRACE_S,
     AttachChannel,
+    ExecResult,
     FileTooLargeError,
-    decode_stream,
+    exec_result,
     raise_remote,
     server_command,
 )
@@ -59,6 +59,7 @@ from sparring.containers.cleanup import (
     reaper,
 )
 from sparring.containers.docker_engine import docker_client, shared_client
+from sparring.containers.engines import place
 from sparring.containers.limits import HARNESS_CAPS, SandboxLimits, host_config, image_seed
 from sparring.containers.readback import MAX_READ_BYTES, ReadCaps, TreeRead
 
@@ -87,41 +88,6 @@ FILE_OP_TIMEOUT_S = 300.0
 START_TIMEOUT_S = 60.0
 
 
-@dataclass
-class ExecResult:
-    """What one command did.
-
-    Attributes:
-        exit_code: The exit status; None when the command timed out or was killed by a signal.
-        stdout: Standard output, decoded with replacement, capped with a "[... N bytes cut ...]" marker.
-        stderr: Standard error, the same way; a line saying so is added on a timeout or OOM kill.
-        timed_out: The command ran past its timeout and its process group was killed.
-        seconds: Wall time of the command inside the container.
-        truncated_bytes: Bytes cut from stdout and stderr together.
-        oom_killed: The kernel killed a process of the container for exceeding the memory limit.
-        signal: The signal that killed the command's shell, if one did.
-    """
-
-    exit_code: int | None
-    stdout: str
-    stderr: str
-    timed_out: bool = False
-    seconds: float = 0.0
-    truncated_bytes: int = 0
-    oom_killed: bool = False
-    signal: int | None = None
-
-    @property
-    def ok(self) -> bool:
-        """The command exited with status 0 within its timeout."""
-        return self.exit_code == 0 and not self.timed_out
-
-    @property
-    def output(self) -> str:
-        """Stdout followed by stderr, as an agent's observation shows them."""
-        return self.stdout + self.stderr
-
-
 class Sandbox:
     """One running container and its command server; made by :meth:`create` or a :class:`SandboxPool`.
 
@@ -129,13 +95,17 @@ class Sandbox:
         id: The container id.
         image: The image it runs.
         limits: Its resource limits.
+        engine: The URL of the engine it runs on (None: the environment's engine).
     """
 
-    def __init__(self, container_id: str, image: str, limits: SandboxLimits, channel: AttachChannel):
+    def __init__(
+        self, container_id: str, image: str, limits: SandboxLimits, channel: AttachChannel, engine: str | None = None
+    ):
         """Wrap a started container whose command server answers on ``channel`` (use :meth:`create`)."""
         self.id = container_id
         self.image = image
         self.limits = limits
+        self.engine = engine
         self._channel = channel
         self._lock = threading.Lock()  # one request at a time on the channel
         self._close_lock = threading.Lock()
@@ -143,8 +113,16 @@ class Sandbox:
         self._broken: str | None = None
 
     @classmethod
-    def create(cls, image: str, limits: SandboxLimits | None = None, labels: dict[str, str] | None = None) -> Sandbox:
+    def create(
+        cls,
+        image: str,
+        limits: SandboxLimits | None = None,
+        labels: dict[str, str] | None = None,
+        hosts: list[str] | None = None,
+    ) -> Sandbox:
         """Create and start a container of ``image`` and wait until its command server answers.
+
+        ``hosts``: engine URLs to run it on (default: the process's, see :mod:`~sparring.containers.engines`).
 
         Raises:
             SparringError: The engine is not running, the image is missing, or the container failed to start.
@@ -153,7 +131,8 @@ class Sandbox:
 
         limits = limits or SandboxLimits()
         install_exit_hooks()
-        api = shared_client().api
+        engine = place(image, hosts)
+        api = shared_client(engine).api
         all_labels = {**(labels or {}), LABEL: "1", OWNER_LABEL: owner_id()}
         try:
             image_id = api.inspect_image(image)["Id"]
@@ -181,18 +160,18 @@ class Sandbox:
         except Exception as e:  # the engine went away, or refused the configuration
             raise SparringError(f"could not create a sandbox of {image} ({e}); check `sparring doctor`.") from None
         container_id = created["Id"]
-        reaper().track(container_id)
+        reaper().track(container_id, engine)
         try:
             channel = AttachChannel(
                 api.attach_socket(container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
             )
             api.start(container_id)
-            sandbox = cls(container_id, image, limits, channel)
+            sandbox = cls(container_id, image, limits, channel, engine)
             sandbox._call({"op": "ping"}, START_TIMEOUT_S)
             if seed:
                 sandbox._call({"op": "put_tar", "dest": "/", "data": base64.b64encode(seed).decode(), "user": None})
         except Exception as e:
-            reaper().remove(container_id)
+            reaper().remove(container_id, engine)
             if isinstance(e, SparringError):
                 raise
             raise SparringError(f"a sandbox of {image} did not start ({e}); check the image and the engine.") from None
@@ -226,25 +205,7 @@ class Sandbox:
             reply = self._call(request, timeout + REPLY_GRACE_S)
         except (SparringError, OSError) as e:  # a dead or wrecked container is the agent's observation
             return ExecResult(exit_code=None, stdout="", stderr=f"[sparring: {e}]\n")
-        stdout, cut_out = decode_stream(reply["out"])
-        stderr, cut_err = decode_stream(reply["err"])
-        if reply["timed_out"]:
-            stderr += f"\n[sparring: the command timed out after {timeout:g} s and its processes were killed]\n"
-        elif reply["oom"]:
-            stderr += f"\n[sparring: a process was killed for exceeding the memory limit ({self.limits.memory})]\n"
-        exit_code, killed_by = reply["exit"], reply["signal"]
-        if reply["oom"] and exit_code == 128 + 9:  # the shell reports its OOM-killed child as 137
-            exit_code, killed_by = None, 9
-        return ExecResult(
-            exit_code=None if reply["timed_out"] else exit_code,
-            stdout=stdout,
-            stderr=stderr,
-            timed_out=reply["timed_out"],
-            seconds=reply["seconds"],
-            truncated_bytes=cut_out + cut_err,
-            oom_killed=reply["oom"],
-            signal=killed_by,
-        )
+        return exec_result(reply, timeout, self.limits.memory)
 
     def put_file(
         self, path: str, data: bytes | str, mode: int = 0o644, user: str | None = None, *, as_agent: bool = False
@@ -340,11 +301,18 @@ class Sandbox:
                 return
             self._closed = True
         self._channel.close()
-        reaper().remove(self.id)
+        reaper().remove(self.id, self.engine)
 
     def alive(self) -> bool:
         """Whether the container still runs: not closed, not broken, its stream still open."""
-        return not (self._closed or self._broken or self._channel.hung_up())
+        if self._closed or self._broken:
+            return False
+        if not self._lock.acquire(blocking=False):  # a request is in flight: its answer says
+            return True
+        try:
+            return not self._channel.hung_up()
+        finally:
+            self._lock.release()
 
     @property
     def closed(self) -> bool:
@@ -397,6 +365,7 @@ class SandboxPool:
         limits: SandboxLimits | None = None,
         labels: dict[str, str] | None = None,
         workers: int | None = None,
+        hosts: list[str] | None = None,
     ):
         """Start filling the pool.
 
@@ -406,6 +375,7 @@ class SandboxPool:
             limits: Their limits (defaults: :class:`SandboxLimits`).
             labels: Extra labels.
             workers: Containers started at once (default: ``min(size, 2)``).
+            hosts: Engine URLs to start them on (default: the process's; :mod:`~sparring.containers.engines`).
         """
         if size < 1:
             raise SparringError(f"a sandbox pool needs size >= 1, got {size}.")
@@ -413,6 +383,7 @@ class SandboxPool:
         self.size = size
         self.limits = limits or SandboxLimits()
         self.labels = dict(labels or {})
+        self.hosts = list(hosts) if hosts else None
         install_exit_hooks()
         self._ready: queue.Queue[Sandbox] = queue.Queue()
         self._slots = threading.Semaphore(size)
@@ -438,7 +409,7 @@ class SandboxPool:
                 self._slots.release()
                 break
             try:
-                sandbox = Sandbox.create(self.image, self.limits, self.labels)
+                sandbox = Sandbox.create(self.image, self.limits, self.labels, self.hosts)
             except Exception as e:
                 self._error = e
                 self._slots.release()

@@ -27,6 +27,7 @@ from typing import Any
 
 from sparring import SparringError
 from sparring.config_cli import ABOVE_0, AT_LEAST_1, NOT_NEGATIVE, Range, check_ranges
+from sparring.containers.engines import engine_hosts
 from sparring.envs.search.rewards import SearchRewards
 from sparring.envs.swe.rewards import SWERewards
 
@@ -68,6 +69,10 @@ class TrainConfig:
     """Turn limit of search episodes."""
     swe_max_turns: int = 6
     """Turn limit of SWE episodes."""
+    docker_hosts: list[str] = field(default_factory=list)
+    """Docker engines the SWE containers run on (``unix:///path.sock``, ``tcp://HOST:2376`` with TLS), each new
+    container on the one running the fewest; images are copied there from the local engine. Empty: the local
+    engine, or those ``SPARRING_DOCKER_HOSTS`` lists (docs/swe.md)."""
     max_new_tokens: int = 64
     """Tokens generated per turn at most."""
     max_context_tokens: int = 2048
@@ -348,6 +353,7 @@ def _check(config: TrainConfig) -> None:
                 f"config key {key!r} must be one of {', '.join(allowed)}, not {getattr(config, key)!r}."
             )
     check_ranges(config, RANGES, lambda key: f"config key {key!r}", _ZERO_MEANS)
+    engine_hosts(config.docker_hosts)  # a malformed or unsafe engine URL is one sentence now, not at the first reset
     for good, bad in (("search_solver_correct", "search_solver_wrong"), ("swe_solver_solved", "swe_solver_unsolved")):
         if getattr(config, good) <= getattr(config, bad):
             raise SparringError(

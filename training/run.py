@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sparring import SparringError
+from sparring.containers.engines import check_engines, use_docker_hosts
 from sparring.training import heldout
 from sparring.training.checkpoint import (
     latest_checkpoint,
@@ -135,6 +136,9 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
         raise SparringError(f"no checkpoint to resume in {out / 'checkpoints'}; run without --resume to start.")
     if not resume and latest_checkpoint(out) is not None:
         raise SparringError(f"{out} already holds a run; pass --resume to continue it or out=NEW_FOLDER to start anew.")
+    use_docker_hosts(config.docker_hosts)  # every sandbox of the run: its games, demonstrations and evaluations
+    if config.docker_hosts and "swe" in {*config.games, *config.eval_games}:
+        check_engines()  # an engine that does not answer stops the run here, in one sentence
     for name in config.games:  # what the envs need, before minutes of loading and playing
         GAMES[name].preflight(config)
     heldout.preflight(config)

@@ -94,6 +94,7 @@ class SWEInjectEnv(SandboxTools, TextEnv):
         validation: ValidationConfig | None = None,
         rewards: SWERewards | None = None,
         command_timeout: float = 120.0,
+        docker_hosts: list[str] | None = None,
         **kwargs: Any,
     ):
         """Create the env.
@@ -106,6 +107,8 @@ class SWEInjectEnv(SandboxTools, TextEnv):
             validation: Validation thresholds (``min_passing_tests``, ...).
             rewards: Reward settings (SSR's defaults when None).
             command_timeout: Seconds one ``bash`` call may run.
+            docker_hosts: Docker engine URLs the containers run on (default: the process's, else
+                ``SPARRING_DOCKER_HOSTS``, else the local engine; see :mod:`~sparring.containers.engines`).
             **kwargs: Passed to :class:`TextEnv` (``max_length``, ``render_mode``).
         """
         super().__init__(max_turns=max_turns, **kwargs)
@@ -115,7 +118,8 @@ class SWEInjectEnv(SandboxTools, TextEnv):
         self.validation = validation or ValidationConfig()
         self.rewards = rewards or SWERewards()
         self.command_timeout = command_timeout
-        self._pools = PoolSet(size=self.validation.parallel + 1)  # the validation's runs, and the next one
+        # the validation's runs, and the next one
+        self._pools = PoolSet(size=self.validation.parallel + 1, hosts=docker_hosts)
         self._sandbox = None
         self.last_artifact: BugArtifact | None = None
         """The artifact of the last episode, when one was submitted."""

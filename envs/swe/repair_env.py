@@ -58,6 +58,7 @@ class SWERepairEnv(SandboxTools, TextEnv):
         rewards: SWERewards | None = None,
         command_timeout: float = 120.0,
         test_timeout: float = 300.0,
+        docker_hosts: list[str] | None = None,
         **kwargs: Any,
     ):
         """Create the env.
@@ -70,6 +71,8 @@ class SWERepairEnv(SandboxTools, TextEnv):
             command_timeout: Seconds one ``bash`` call may run.
             test_timeout: Seconds the test run may take when grading, at most (a task that
                 records its clean suite's run time is graded within a bound of it).
+            docker_hosts: Docker engine URLs the containers run on, grading's included (default: the process's,
+                else ``SPARRING_DOCKER_HOSTS``, else the local engine; see :mod:`~sparring.containers.engines`).
             **kwargs: Passed to :class:`TextEnv` (``max_length``, ``render_mode``).
         """
         super().__init__(max_turns=max_turns, **kwargs)
@@ -78,7 +81,7 @@ class SWERepairEnv(SandboxTools, TextEnv):
         self.rewards = rewards or SWERewards()
         self.command_timeout = command_timeout
         self.test_timeout = test_timeout
-        self._pools = PoolSet()
+        self._pools = PoolSet(hosts=docker_hosts)
         self._sandbox = None
         self._start: dict[str, bytes] = {}
         self._left_out: list[str] = []  # what the read-back caps kept out of the last snapshot, told to the solver
