@@ -20,26 +20,27 @@ interval; ``any`` (some attempt solved: the ceiling of any picker) is reported b
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from sparring import SparringError
-from sparring.agents.evaluation.config import check_ranges, out_dir, run_identity
+from sparring.agents.evaluation.config import check_ranges, out_dir, run_identity, slug
 from sparring.agents.evaluation.judge import (
     JudgeEvalConfig,
-    _slug,
-    _solved,
     judge_instances,
     judge_policy,
     judge_records,
     record_solver,
+    solved_episode,
     solver_list,
 )
-from sparring.agents.evaluation.reports import write_report
+from sparring.agents.evaluation.reports import headline, write_report
 from sparring.agents.evaluation.search import question_kind, question_source
+from sparring.agents.evaluation.specs import parse_spec
 
-__all__ = ["DOMAIN", "evaluate_best_of", "pick"]
+__all__ = ["DOMAIN", "evaluate_best_of", "pick", "run_best_of_eval"]
 
 DOMAIN = "best-of-n"
 
@@ -64,8 +65,9 @@ def evaluate_best_of(config: JudgeEvalConfig) -> dict[str, Any]:
     if not config.best_of or config.best_of < 2 or not config.solver:
         raise SparringError("best-of-n needs --best-of N (at least 2) and --solver SPEC (the attempts' solver).")
     solvers = solver_list(config.solver, "--solver")
+    parse_spec(config.model)  # a malformed judge SPEC is one sentence before any attempt plays
     temperature = 1.0 if config.solver_temperature is None else config.solver_temperature
-    out = out_dir(config, DOMAIN, f"n{config.limit}", f"best{config.best_of}", _slug(config.solver))
+    out = out_dir(config, DOMAIN, f"n{config.limit}", f"best{config.best_of}", slug(config.solver))
     cache: dict[str, Any] = {}
     attempts = []  # per attempt j: (solver, question id, episode) of every question
     for j in range(config.best_of):
@@ -88,8 +90,8 @@ def evaluate_best_of(config: JudgeEvalConfig) -> dict[str, Any]:
         tries = []
         for j, attempt in enumerate(attempts):
             solver, _, episode = attempt[q]
-            record = by_id[f"{_slug(solver)}/{qid}"]
-            tries.append({"attempt": j, "solver": solver.split("-", 1)[1], "solved": _solved(episode),
+            record = by_id[f"{slug(solver)}/{qid}"]
+            tries.append({"attempt": j, "solver": solver.split("-", 1)[1], "solved": solved_episode(episode),
                           "verdict": record["verdict"], "p_solved": record["p_solved"]})  # fmt: skip
         chosen = pick(tries)
         solved = [t["solved"] for t in tries]
@@ -114,3 +116,10 @@ def evaluate_best_of(config: JudgeEvalConfig) -> dict[str, Any]:
                        solver_temperature=temperature, seed=config.seed)  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     return write_report(Path(out), run | {"instances": [r["id"] for r in records]}, records, plots=config.plots)
+
+
+def run_best_of_eval(config: JudgeEvalConfig) -> dict[str, Any]:
+    """``sparring eval judge --best-of N --solver SPEC``: best-of-n; prints the summary as JSON."""
+    report = evaluate_best_of(config)
+    print(json.dumps(headline(report)))
+    return report

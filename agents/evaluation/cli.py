@@ -49,9 +49,14 @@ def _eval_propose(config: Any) -> None:
 
 
 def _eval_judge(config: Any) -> None:
-    from sparring.agents.evaluation.judge import run_judge_eval
+    if config.best_of is not None or config.solver is not None:
+        from sparring.agents.evaluation.best_of import run_best_of_eval
 
-    _run(run_judge_eval, config)
+        _run(run_best_of_eval, config)
+    else:
+        from sparring.agents.evaluation.judge import run_judge_eval
+
+        _run(run_judge_eval, config)
 
 
 def _eval_compare(

@@ -14,7 +14,7 @@ from sparring.config_cli import ABOVE_0, AT_LEAST_1, NOT_NEGATIVE, Range
 from sparring.config_cli import check_ranges as check_field_ranges
 
 __all__ = ["GROUPS", "HEADLINE", "RANGES", "EvalConfig", "check_ranges", "check_split", "out_dir", "run_identity",
-           "runner_config"]  # fmt: skip
+           "runner_config", "slug"]  # fmt: skip
 
 #: The headline metric of each domain, as reports name it.
 HEADLINE = {
@@ -90,7 +90,8 @@ def check_ranges(config: EvalConfig) -> None:
     check_field_ranges(config, RANGES, lambda name: "--" + name.replace("_", "-"))
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
+    """``text`` as a folder name: word characters, dots and dashes (``scripted:oracle`` -> ``scripted_oracle``)."""
     return re.sub(r"[^\w.-]+", "_", text).strip("_.")[:60] or "model"
 
 
@@ -98,7 +99,7 @@ def out_dir(config: EvalConfig, domain: str, *parts: Any) -> Path:
     """``--out``, or the default folder named after the domain, split, set and model (stable, so reruns resume)."""
     if config.out:
         return Path(config.out)
-    name = "-".join([domain, config.split, *(str(p) for p in parts if p not in (None, "")), _slug(config.model)])
+    name = "-".join([domain, config.split, *(str(p) for p in parts if p not in (None, "")), slug(config.model)])
     return Path("evals") / name
 
 

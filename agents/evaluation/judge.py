@@ -40,7 +40,7 @@ from typing import Any
 
 from sparring import SparringError
 from sparring.agents.episodes import Episode
-from sparring.agents.evaluation.config import check_ranges, out_dir, run_identity, runner_config
+from sparring.agents.evaluation.config import check_ranges, out_dir, run_identity, runner_config, slug
 from sparring.agents.evaluation.records import Instance, play
 from sparring.agents.evaluation.reports import headline, write_report
 from sparring.agents.evaluation.search import SearchEvalConfig, SearchSettings, search_instances
@@ -57,12 +57,13 @@ __all__ = [
     "record_solver",
     "run_judge_eval",
     "set_episodes",
+    "solved_episode",
     "solver_list",
     "verdict_probability",
 ]
 
 DOMAIN = "judge"
-#: Solvers of the default judge set: the search teachers, from the best to the floor (EM 0.72, 0.68, 0.44).
+#: Solvers of the default judge set: the search teachers, from the best to the floor (docs/experiments.md).
 DEFAULT_SOLVERS = "scripted:definition-match,scripted:definition-search,scripted:retrieval-floor"
 _VALUE = re.compile(r'"verdict"\s*:\s*"')
 _TOKEN_FIELDS = ("token_ids", "token_turn", "action_mask", "logprobs")
@@ -72,6 +73,11 @@ _TOKEN_FIELDS = ("token_ids", "token_turn", "action_mask", "logprobs")
 class JudgeEvalConfig(SearchSettings):
     """What ``sparring eval judge`` runs."""
 
+    max_turns: int = 4
+    """The solvers' turn limit (searches plus the answer); the judge has one turn."""
+    max_new_tokens: int = 64
+    """Tokens generated per turn at most, by a model solver and by the judge (a judge call on an attempt of 3 turns
+    is 39 SmolLM2 tokens)."""
     model: str = "default"
     """The judge's SPEC: default, a hub id or local folder, a training checkpoint folder, openai:URL#MODEL,
     vllm:MODEL, scripted:oracle (knows each outcome: the ceiling) or scripted:never-solved (a constant)."""
@@ -89,10 +95,6 @@ class JudgeEvalConfig(SearchSettings):
     random pick's, paired (None: evaluate the judge on the judge set)."""
     solver: str | None = None
     """--best-of's solver SPEC; several, comma-separated, take the attempts in turn."""
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^\w.-]+", "_", text).strip("_.")[:60] or "model"
 
 
 def solver_settings(config: JudgeEvalConfig) -> SearchEvalConfig:
@@ -122,11 +124,11 @@ def record_solver(
     episodes: the judge reads text, and they would make the set large.
     """
     from sparring.agents.evaluation.records import RECORDS_FILE, RecordLog
-    from sparring.agents.evaluation.search import _record_fn
+    from sparring.agents.evaluation.search import record_fn
 
     settings = replace(solver_settings(config), model=spec_text, out=str(out))
     instances = search_instances(settings)
-    record_search = _record_fn(None)
+    record_search = record_fn(None)
 
     def record_of(instance: Instance, episode: Episode) -> dict[str, Any]:
         stored = {k: v for k, v in episode.to_dict().items() if k not in _TOKEN_FIELDS}
@@ -163,7 +165,7 @@ def set_episodes(config: JudgeEvalConfig, cache: dict[str, Any]) -> tuple[Path, 
     episodes: list[tuple[str, str, Episode]] = []
     for text in solvers:
         played = record_solver(
-            text, config, folder / _slug(text), temperature=temperature, seed=config.seed, cache=cache
+            text, config, folder / slug(text), temperature=temperature, seed=config.seed, cache=cache
         )
         episodes += [(text, qid, ep) for qid, ep in played]
     return folder, episodes
@@ -178,16 +180,17 @@ def judge_instances(episodes: list[tuple[str, str, Episode]], config: JudgeEvalC
 
     return [
         Instance(
-            f"{_slug(solver)}/{qid}",
+            f"{slug(solver)}/{qid}",
             EpisodeSpec(make_env, seed=0, options={"task": search_judge_task(ep)}),
             solver,
-            "solved" if _solved(ep) else "failed",
+            "solved" if solved_episode(ep) else "failed",
         )
         for solver, qid, ep in episodes
     ]
 
 
-def _solved(episode: Episode) -> bool:
+def solved_episode(episode: Episode) -> bool:
+    """Whether a solver episode solved its question (exact match, no error): the label a judge is scored against."""
     return float(episode.outcome.get("em", 0.0)) == 1.0 and episode.error is None
 
 
@@ -278,6 +281,7 @@ def judge_records(
 def evaluate_judge(config: JudgeEvalConfig) -> dict[str, Any]:
     """Record (or read back) the judge set, play the judge on it, write the report."""
     check_ranges(config)
+    parse_spec(config.model)  # a malformed judge SPEC is one sentence before the set is recorded
     cache: dict[str, Any] = {}
     folder, episodes = set_episodes(config, cache)
     instances = judge_instances(episodes, config)
@@ -289,13 +293,7 @@ def evaluate_judge(config: JudgeEvalConfig) -> dict[str, Any]:
 
 
 def run_judge_eval(config: JudgeEvalConfig) -> dict[str, Any]:
-    """``sparring eval judge``: the judge on the judge set, or best-of-n with ``--best-of``; prints the summary JSON."""
-    parse_spec(config.model)
-    if config.best_of is not None or config.solver is not None:
-        from sparring.agents.evaluation.best_of import evaluate_best_of
-
-        report = evaluate_best_of(config)
-    else:
-        report = evaluate_judge(config)
+    """``sparring eval judge``: the judge on the judge set; prints the summary as JSON."""
+    report = evaluate_judge(config)
     print(json.dumps(headline(report)))
     return report

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from sparring.agents.evaluation.judge import (
 )
 from sparring.agents.evaluation.reports import judge_summary
 from sparring.agents.evaluation.stats import auroc, balanced_accuracy, paired_statistic, statistic_ci
+from sparring.config_cli import field_docs
 from sparring.envs.core import Episode
 from sparring.envs.search.corpus import Corpus
 from sparring.envs.search.judge_env import SearchJudgeEnv
@@ -148,6 +150,8 @@ def test_best_of_n_with_a_knowing_judge_is_at_least_a_random_pick(corpus: Corpus
 
 @pytest.mark.timeout(300)
 def test_the_cli_runs_end_to_end_and_resumes(corpus: Corpus, tmp_path: Path) -> None:
+    docs = field_docs(JudgeEvalConfig)  # every option has its help line
+    assert {f.name for f in dataclasses.fields(JudgeEvalConfig)} == set(docs) and all(docs.values())
     out = tmp_path / "cli"
     args = ["eval", "judge", "--model", "scripted:oracle", "--limit", "3", "--solvers", SOLVERS,
             "--episodes", str(tmp_path / "set"), "--out", str(out)]  # fmt: skip
