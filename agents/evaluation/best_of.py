@@ -3,7 +3,8 @@
 For each of the first ``--limit`` held-out questions, ``--solver`` makes N attempts through
 ``SearchAnswer-v0``: attempt ``j`` is played by the j-th SPEC of ``--solver`` (several take the
 attempts in turn), sampled at ``--solver-temperature`` (1.0 by default; a scripted solver is
-deterministic) with seed ``--seed + j``, into ``OUT/attempts/a<j>/`` (an ``eval search`` folder).
+deterministic) with seed ``--seed + j``, into ``a<j>/`` (an ``eval search`` folder) of ``--episodes DIR``
+(default ``OUT/attempts``: give two judges the same DIR to compare them on the same attempts).
 The judge (``--model``) judges every attempt through ``SearchJudge-v0`` (``OUT/judged/``, a judge
 report of its own), and picks per question:
 
@@ -68,19 +69,20 @@ def evaluate_best_of(config: JudgeEvalConfig) -> dict[str, Any]:
     parse_spec(config.model)  # a malformed judge SPEC is one sentence before any attempt plays
     temperature = 1.0 if config.solver_temperature is None else config.solver_temperature
     out = out_dir(config, DOMAIN, f"n{config.limit}", f"best{config.best_of}", slug(config.solver))
+    folder = Path(config.episodes) if config.episodes else out / "attempts"
     cache: dict[str, Any] = {}
     attempts = []  # per attempt j: (solver, question id, episode) of every question
     for j in range(config.best_of):
         spec = solvers[j % len(solvers)]
         played = record_solver(
-            spec, config, out / "attempts" / f"a{j}", temperature=temperature, seed=config.seed + j, cache=cache
+            spec, config, folder / f"a{j}", temperature=temperature, seed=config.seed + j, cache=cache
         )
         attempts.append([(f"a{j}-{spec}", qid, ep) for qid, ep in played])
     episodes = [item for attempt in attempts for item in attempt]
     instances = judge_instances(episodes, config)
     judged_out = out / "judged"
     judged_config = replace(config, out=str(judged_out))
-    judged_run = run_identity(judged_config, "judge", episodes=str(out / "attempts"), corpus=config.corpus, max_turns=1)
+    judged_run = run_identity(judged_config, "judge", episodes=str(folder), corpus=config.corpus, max_turns=1)
     judged = judge_records(judge_policy(config.model, instances, config, cache), instances, config, judged_out,
                            judged_run)  # fmt: skip
     write_report(judged_out, judged_run, judged, plots=False)
@@ -106,7 +108,7 @@ def evaluate_best_of(config: JudgeEvalConfig) -> dict[str, Any]:
             "picked": chosen,
             "attempts_detail": tries,
             "question": first.task.get("question"),
-            "turns": len(attempts[0][q][2].turns),
+            "turns": len(attempts[chosen][q][2].turns),
             "tokens": None,
             "seconds": 0.0,
             "reason": None if solved[chosen] else ("none_solved" if not any(solved) else "wrong_pick"),

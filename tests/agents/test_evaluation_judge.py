@@ -132,7 +132,7 @@ def test_a_judge_that_knows_the_outcome_is_perfect_and_a_constant_one_is_chance(
 
 @pytest.mark.timeout(300)
 def test_best_of_n_with_a_knowing_judge_is_at_least_a_random_pick(corpus: Corpus, tmp_path: Path) -> None:
-    options = {"best_of": 2, "solver": SOLVERS, "episodes": None}
+    options = {"best_of": 2, "solver": SOLVERS, "episodes": str(tmp_path / "attempts")}  # both judges, one set
     oracle = evaluate_best_of(_config(tmp_path, "bo-oracle", model="scripted:oracle", **options))
     never = evaluate_best_of(_config(tmp_path, "bo-never", model="scripted:never-solved", **options))
     records = oracle["records"]
@@ -146,6 +146,10 @@ def test_best_of_n_with_a_knowing_judge_is_at_least_a_random_pick(corpus: Corpus
     # a constant verdict ties every attempt: the earlier one, attempt 0 (definition-match), is picked
     assert all(r["picked"] == 0 and r["score"] == float(r["attempts_detail"][0]["solved"]) for r in never["records"])
     assert oracle["summary"]["instances"] == 8 and (tmp_path / "bo-oracle" / "judged" / "report.json").is_file()
+    compared = compare_reports(str(tmp_path / "bo-never"), str(tmp_path / "bo-oracle"))  # the two picks, paired
+    assert compared["common"] == 8 and compared["overall"]["difference"] == pytest.approx(
+        oracle["summary"]["score"]["mean"] - never["summary"]["score"]["mean"]
+    )
 
 
 @pytest.mark.timeout(300)
