@@ -167,7 +167,8 @@ def set_episodes(config: JudgeEvalConfig, cache: dict[str, Any]) -> tuple[Path, 
         played = record_solver(
             text, config, folder / slug(text), temperature=temperature, seed=config.seed, cache=cache
         )
-        episodes += [(text, qid, ep) for qid, ep in played]
+        # an episode whose env failed, or that made no turn, is no attempt to judge (training judges none either)
+        episodes += [(text, qid, ep) for qid, ep in played if ep.error is None and ep.turns]
     return folder, episodes
 
 
