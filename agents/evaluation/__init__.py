@@ -1,10 +1,11 @@
-"""Evaluation on held-out repositories and questions: ``sparring eval swe|search|search-propose|compare``.
+"""Evaluation on held-out repositories and questions: ``sparring eval swe|search|search-propose|judge|compare``.
 
 A model SPEC (:mod:`~.specs`) names the policy; an instance set (held-out bugs, held-out
 questions) is played through :class:`~sparring.agents.runner.EpisodeRunner`, greedy, with one
 fsync'd record per finished instance so an interrupted run resumes (:mod:`~.records`); the report
 (:mod:`~.reports`, :mod:`~.plots`) gives every figure a 95% bootstrap interval (:mod:`~.stats`), and
-two reports compare on their common instances with a paired bootstrap (:mod:`~.compare`).
+two reports compare on their common instances with a paired bootstrap (:mod:`~.compare`). The judge
+role is measured on held-out solver episodes, and by best-of-n picking (:mod:`~.judge`, :mod:`~.best_of`).
 
 Example:
     >>> from sparring.agents.evaluation import SWEEvalConfig, run_swe_eval
@@ -15,8 +16,10 @@ Example:
 
 from __future__ import annotations
 
+from sparring.agents.evaluation.best_of import evaluate_best_of
 from sparring.agents.evaluation.compare import compare_reports, comparison_markdown
 from sparring.agents.evaluation.config import EvalConfig
+from sparring.agents.evaluation.judge import JudgeEvalConfig, evaluate_judge, run_judge_eval
 from sparring.agents.evaluation.propose import ProposeEvalConfig, evaluate_propose, run_propose_eval
 from sparring.agents.evaluation.records import EvalInterrupted
 from sparring.agents.evaluation.reports import load_report, write_report
@@ -27,18 +30,22 @@ from sparring.agents.evaluation.swe import SWEEvalConfig, evaluate_swe, run_swe_
 __all__ = [
     "EvalConfig",
     "EvalInterrupted",
+    "JudgeEvalConfig",
     "ModelSpec",
     "ProposeEvalConfig",
     "SWEEvalConfig",
     "SearchEvalConfig",
     "compare_reports",
     "comparison_markdown",
+    "evaluate_best_of",
+    "evaluate_judge",
     "evaluate_propose",
     "evaluate_search",
     "evaluate_swe",
     "load_policy",
     "load_report",
     "parse_spec",
+    "run_judge_eval",
     "run_propose_eval",
     "run_search_eval",
     "run_swe_eval",

@@ -1,4 +1,5 @@
-"""The ``sparring eval`` commands: ``swe``, ``search``, ``search-propose`` (options from dataclasses), ``compare``."""
+"""The ``sparring eval`` commands: ``swe``, ``search``, ``search-propose``, ``judge`` (options from dataclasses),
+``compare``."""
 
 from __future__ import annotations
 
@@ -47,6 +48,17 @@ def _eval_propose(config: Any) -> None:
     _run(run_propose_eval, config)
 
 
+def _eval_judge(config: Any) -> None:
+    if config.best_of is not None or config.solver is not None:
+        from sparring.agents.evaluation.best_of import run_best_of_eval
+
+        _run(run_best_of_eval, config)
+    else:
+        from sparring.agents.evaluation.judge import run_judge_eval
+
+        _run(run_judge_eval, config)
+
+
 def _eval_compare(
     a: str = typer.Argument(..., help="Report A: a report.json or an evaluation folder."),
     b: str = typer.Argument(..., help="Report B, compared with A on their common instances."),
@@ -70,7 +82,7 @@ def _eval_compare(
 
 
 def register(groups: dict[str, typer.Typer]) -> None:
-    """Add ``eval swe``, ``eval search``, ``eval search-propose`` and ``eval compare``."""
+    """Add ``eval swe``, ``eval search``, ``eval search-propose``, ``eval judge`` and ``eval compare``."""
     from sparring.agents.evaluation.propose import ProposeEvalConfig
     from sparring.agents.evaluation.search import SearchEvalConfig
     from sparring.agents.evaluation.swe import SWEEvalConfig
@@ -96,4 +108,13 @@ def register(groups: dict[str, typer.Typer]) -> None:
     groups["eval"].command("search-propose")(
         config_command(ProposeEvalConfig, _eval_propose, propose_help, all_means_none=["limit"])
     )
+    from sparring.agents.evaluation.judge import JudgeEvalConfig
+
+    judge_help = (
+        "Play the judge role of --model on held-out solver episodes (recorded from --solvers on first use): "
+        "accuracy, balanced accuracy, AUROC and invalid share, with intervals; or, with --best-of N --solver SPEC, "
+        "the judge picks one of N attempts per question: the pick's solve rate against a random pick's, paired. "
+        "Writes report.json, report.md and plots to --out. Rerun the same command to resume."
+    )
+    groups["eval"].command("judge")(config_command(JudgeEvalConfig, _eval_judge, judge_help, all_means_none=["limit"]))
     groups["eval"].command("compare")(_eval_compare)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from sparring import SparringError
 from sparring.agents.evaluation.config import GROUPS, HEADLINE
 from sparring.agents.evaluation.reports import load_report
-from sparring.agents.evaluation.stats import paired_difference
+from sparring.agents.evaluation.stats import auroc, balanced_accuracy, paired_difference, paired_statistic
 
 __all__ = ["compare_reports", "comparison_markdown"]
 
@@ -47,7 +49,7 @@ def compare_reports(a: str, b: str) -> dict[str, Any]:
     for key in by:
         for i in common:
             by[key].setdefault(str(scores_a[i].get(key) or "?"), []).append(i)
-    return {
+    result: dict[str, Any] = {
         "domain": left["domain"],
         "a": {"report": str(a), "model": left["model"], "split": left["split"], "instances": len(scores_a)},
         "b": {"report": str(b), "model": right["model"], "split": right["split"], "instances": len(scores_b)},
@@ -62,9 +64,30 @@ def compare_reports(a: str, b: str) -> dict[str, Any]:
         "only_in_a": sorted(i for i in scores_a if i not in scores_b),
         "only_in_b": sorted(i for i in scores_b if i not in scores_a),
     }
+    if left["domain"] == "judge":
+        result |= _judge_statistics([scores_a[i] for i in common], [scores_b[i] for i in common])
+    return result
+
+
+def _judge_statistics(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any]:
+    """Two judges' balanced accuracy and AUROC on the same episodes, B − A with a paired-bootstrap interval."""
+    labels = np.array([bool(r["label"]) for r in a])
+    right = [np.array([bool(r["score"]) for r in side]) for side in (a, b)]
+    scores = [np.array([float(r["p_solved"]) for r in side]) for side in (a, b)]
+    n = len(labels)
+    return {
+        "balanced_accuracy": paired_statistic(
+            lambda i: balanced_accuracy(labels[i], right[0][i]), lambda i: balanced_accuracy(labels[i], right[1][i]), n
+        ),
+        "auroc": paired_statistic(
+            lambda i: auroc(labels[i], scores[0][i]), lambda i: auroc(labels[i], scores[1][i]), n
+        ),
+    }
 
 
 def _row(name: str, stat: dict[str, Any]) -> str:
+    if stat["difference"] is None or stat["ci"][0] is None:  # undefined: e.g. a balanced accuracy on one class
+        return f"| {name} | {stat['n']} | – | – | – | – |"
     low, high = stat["ci"]
     return (
         f"| {name} | {stat['n']} | {stat['a']:.3f} | {stat['b']:.3f} | {stat['difference']:+.3f} "
@@ -86,6 +109,11 @@ def comparison_markdown(result: dict[str, Any]) -> str:
         "",
         head.format("set"),
         _row("all common", result["overall"]),
+        *(
+            _row(name, result[key])
+            for key, name in (("balanced_accuracy", "balanced accuracy"), ("auroc", "AUROC"))
+            if key in result
+        ),  # fmt: skip
         "",
         head.format(group_name),
         *(_row(f"`{k}`", v) for k, v in result["by_group"].items()),

@@ -14,15 +14,23 @@ from sparring.config_cli import ABOVE_0, AT_LEAST_1, NOT_NEGATIVE, Range
 from sparring.config_cli import check_ranges as check_field_ranges
 
 __all__ = ["GROUPS", "HEADLINE", "RANGES", "EvalConfig", "check_ranges", "check_split", "out_dir", "run_identity",
-           "runner_config"]  # fmt: skip
+           "runner_config", "slug"]  # fmt: skip
 
 #: The headline metric of each domain, as reports name it.
-HEADLINE = {"swe": "solve rate", "search": "EM", "search-propose": "valid rate"}
+HEADLINE = {
+    "swe": "solve rate",
+    "search": "EM",
+    "search-propose": "valid rate",
+    "judge": "accuracy",
+    "best-of-n": "pick solve rate",
+}
 #: How each domain's instances are grouped (``group``, ``kind``), as reports name it.
 GROUPS = {
     "swe": ("repository", "bug kind"),
     "search": ("source", "question kind"),
     "search-propose": ("seed source", "hops"),
+    "judge": ("solver", "outcome"),
+    "best-of-n": ("source", "question kind"),
 }
 
 
@@ -33,7 +41,7 @@ class EvalConfig:
     model: str = "default"
     """Model SPEC: default, a hub id or local folder, a training checkpoint folder, openai:URL#MODEL, vllm:MODEL,
     or scripted:NAME, NAME one of oracle, do-nothing, retrieval-floor, definition-search, definition-match,
-    definition-proposer."""
+    definition-proposer, never-solved (a judge)."""
     chat_only: bool = False
     """With an openai: SPEC: a chat-only API (hosted models): messages, not token ids."""
     split: str = "heldout"
@@ -68,7 +76,10 @@ def check_split(split: str) -> None:
 #: The allowed range of every numeric option of every evaluation: a count or a limit outside it would be
 #: taken up silently (0 turns plays nothing and scores it), so none goes unchecked.
 RANGES: dict[str, Range] = {
-    **dict.fromkeys(("max_turns", "max_new_tokens", "concurrency", "threads", "limit", "topk", "n_bugs"), AT_LEAST_1),
+    **dict.fromkeys(
+        ("max_turns", "max_new_tokens", "concurrency", "threads", "limit", "topk", "n_bugs", "best_of"), AT_LEAST_1
+    ),
+    "solver_temperature": NOT_NEGATIVE,
     "seed": NOT_NEGATIVE,
     **dict.fromkeys(("max_seconds", "request_timeout", "command_timeout", "test_timeout"), ABOVE_0),
 }
@@ -79,7 +90,8 @@ def check_ranges(config: EvalConfig) -> None:
     check_field_ranges(config, RANGES, lambda name: "--" + name.replace("_", "-"))
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
+    """``text`` as a folder name: word characters, dots and dashes (``scripted:oracle`` -> ``scripted_oracle``)."""
     return re.sub(r"[^\w.-]+", "_", text).strip("_.")[:60] or "model"
 
 
@@ -87,7 +99,7 @@ def out_dir(config: EvalConfig, domain: str, *parts: Any) -> Path:
     """``--out``, or the default folder named after the domain, split, set and model (stable, so reruns resume)."""
     if config.out:
         return Path(config.out)
-    name = "-".join([domain, config.split, *(str(p) for p in parts if p not in (None, "")), _slug(config.model)])
+    name = "-".join([domain, config.split, *(str(p) for p in parts if p not in (None, "")), slug(config.model)])
     return Path("evals") / name
 
 

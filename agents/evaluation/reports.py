@@ -14,10 +14,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from sparring.agents.evaluation.config import GROUPS, HEADLINE
-from sparring.agents.evaluation.stats import mean_ci
+import numpy as np
 
-__all__ = ["headline", "load_report", "markdown", "summary_line", "summarize", "write_report"]
+from sparring.agents.evaluation.config import GROUPS, HEADLINE
+from sparring.agents.evaluation.stats import auroc, balanced_accuracy, mean_ci, paired_difference, statistic_ci
+
+__all__ = ["headline", "judge_summary", "load_report", "markdown", "summary_line", "summarize", "write_report"]
 
 REPORT_FILE = "report.json"
 
@@ -26,9 +28,43 @@ def _values(records: list[dict[str, Any]], key: str) -> list[float]:
     return [float(r[key]) for r in records if r.get(key) is not None]
 
 
+def judge_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """A judge's balanced accuracy, AUROC of P(solved) and invalid share, each with its bootstrap interval.
+
+    Accuracy is the records' mean ``score``; the balanced accuracy and the AUROC are statistics of the
+    whole set, so their intervals resample the episodes and take the statistic of each resample.
+    """
+    labels = [bool(r["label"]) for r in records]
+    right = [bool(r["score"]) for r in records]
+    scores = [float(r["p_solved"]) for r in records]
+    y, ok, p = (np.asarray(v) for v in (labels, right, scores))
+    return {
+        "balanced_accuracy": statistic_ci(lambda i: balanced_accuracy(y[i], ok[i]), len(records)),
+        "auroc": statistic_ci(lambda i: auroc(y[i], p[i]), len(records)),
+        "auroc_from": sorted({str(r.get("p_from")) for r in records}),
+        "invalid": mean_ci([0.0 if r.get("valid") else 1.0 for r in records]),
+        "solved_episodes": sum(labels),
+        "failed_episodes": len(labels) - sum(labels),
+    }
+
+
+def best_of_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Best-of-n: a random pick's solve rate, some attempt's, and the pick's against the random one, paired."""
+    picked, random = [float(r["score"]) for r in records], [float(r["random"]) for r in records]
+    return {
+        "random": mean_ci(random),
+        "any": mean_ci([float(r["any"]) for r in records]),
+        "pick_vs_random": paired_difference(random, picked),
+    }
+
+
 def summarize(domain: str, records: list[dict[str, Any]]) -> dict[str, Any]:
     """The headline and usage figures of a set of records, each with its interval."""
     summary: dict[str, Any] = {"instances": len(records), "score": mean_ci(_values(records, "score"))}
+    if domain == "judge":
+        summary |= judge_summary(records)
+    if domain == "best-of-n":
+        summary |= best_of_summary(records)
     if domain == "search":
         summary["f1"] = mean_ci(_values(records, "f1"))
         if any("judged" in r for r in records):
@@ -93,11 +129,12 @@ def write_report(
 def headline(report: dict[str, Any]) -> dict[str, Any]:
     """The figures a command prints: each mean with its interval, flat (``turns``, ``turns_ci``, ...)."""
     flat: dict[str, Any] = {"out": report["out"], "model": report["model"], "split": report["split"]}
-    metric = {"swe": "solve_rate", "search-propose": "valid_rate"}.get(report["domain"], "em")
+    metric = {"swe": "solve_rate", "search-propose": "valid_rate", "judge": "accuracy",
+              "best-of-n": "pick_solve_rate"}.get(report["domain"], "em")  # fmt: skip
     for key, value in report["summary"].items():
         name = metric if key == "score" else key
         if isinstance(value, dict):
-            flat[name], flat[f"{name}_ci"] = value["mean"], value["ci"]
+            flat[name], flat[f"{name}_ci"] = value.get("mean", value.get("difference")), value["ci"]
         else:
             flat[name] = value
     return flat
@@ -114,6 +151,14 @@ def summary_line(report: dict[str, Any]) -> str:
         f"{HEADLINE[domain]} {_fmt(summary['score']['mean'])} {_ci(summary['score'])} "
         f"on {summary['instances']} instances ({report['split']})"
     ]
+    for key, name in (("balanced_accuracy", "balanced accuracy"), ("auroc", "AUROC"), ("random", "random pick")):
+        if key in summary and summary[key]["mean"] is not None:
+            parts.append(f"{name} {summary[key]['mean']:.3f} {_ci(summary[key])}")
+    if "pick_vs_random" in summary and summary["pick_vs_random"]["difference"] is not None:
+        gain = summary["pick_vs_random"]
+        parts.append(f"pick − random {gain['difference']:+.3f} [{gain['ci'][0]:+.3f}, {gain['ci'][1]:+.3f}]")
+    if "invalid" in summary:
+        parts.append(f"invalid {summary['invalid']['mean']:.2f}")
     for key, name in (("judged", "judged"), ("f1", "F1"), ("searches", "searches"), ("turns", "turns")):
         if key in summary and summary[key]["mean"] is not None:
             parts.append(f"{name} {summary[key]['mean']:.{2 if key in ('f1', 'judged') else 1}f}")
@@ -180,11 +225,21 @@ def markdown(report: dict[str, Any]) -> str:
         "| --- | --- | --- | --- |",
         _row(HEADLINE[domain], summary["score"]),
     ]
-    for key, name in (("f1", "F1"), ("judged", "judged accuracy"), ("searches", "searches")):
+    extras = (("f1", "F1"), ("judged", "judged accuracy"), ("searches", "searches"),
+              ("balanced_accuracy", "balanced accuracy"), ("auroc", "AUROC of P(solved)"),
+              ("invalid", "invalid judgements"), ("random", "random pick's solve rate"),
+              ("any", "some attempt solved"))  # fmt: skip
+    for key, name in extras:
         if key in summary:
             lines.append(_row(name, summary[key], 3 if key != "searches" else 2))
+    if "pick_vs_random" in summary:
+        gain = summary["pick_vs_random"]
+        lines.append(f"| pick − random (paired) | {_fmt(gain['difference'])} | {_ci(gain)} | {gain['n']} |")
     lines += [_row("turns", summary["turns"], 2), _row("tokens", summary["tokens"], 1)]
     lines += [_row("seconds per instance", summary["seconds"], 2), ""]
+    if "solved_episodes" in summary:
+        lines += [f"Judged episodes: {summary['solved_episodes']} solved, {summary['failed_episodes']} failed; "
+                  f"P(solved) from: {', '.join(summary['auroc_from'])}.", ""]  # fmt: skip
     for title, key in ((group_name, "by_group"), (kind_name, "by_kind")):
         lines += [f"## {HEADLINE[domain]} by {title}", "", f"| {title} | {HEADLINE[domain]} | 95% CI | n |"]
         lines += ["| --- | --- | --- | --- |"] + [_row(f"`{k}`", v) for k, v in report[key].items()] + [""]
@@ -193,7 +248,12 @@ def markdown(report: dict[str, Any]) -> str:
     if not report["reasons"]:
         lines.append("| none | 0 | – | – |")
     lines += ["", "## Instances", ""]
-    extra = {"search": ["question", "gold answers", "answer"], "search-propose": ["question"]}
+    extra = {
+        "search": ["question", "gold answers", "answer"],
+        "search-propose": ["question"],
+        "judge": ["solved", "verdict", "P(solved)"],
+        "best-of-n": ["question", "picked", "attempts solved"],
+    }
     columns = extra.get(domain, ["changed files"])
     head = ["id", group_name, kind_name, "score", "turns", "tokens", "seconds", "reason", *columns]
     lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
@@ -203,6 +263,11 @@ def markdown(report: dict[str, Any]) -> str:
                        _cell(r.get("answer"), 60)]  # fmt: skip
         elif domain == "search-propose":
             details = [_cell(f"{r.get('answer') or ''}: {r.get('question') or ''}", 60)]
+        elif domain == "judge":
+            details = [str(r["label"]), str(r.get("verdict") or "invalid"), f"{r['p_solved']:.3f}"]
+        elif domain == "best-of-n":
+            tries = "".join("1" if t["solved"] else "0" for t in r["attempts_detail"])
+            details = [_cell(r.get("question"), 80), str(r["picked"]), tries]
         else:
             details = [_cell(", ".join(r.get("changed_files") or []), 60)]
         tokens = "–" if r.get("tokens") is None else str(r["tokens"])

@@ -43,6 +43,7 @@ __all__ = [
     "evaluate_search",
     "question_kind",
     "question_source",
+    "record_fn",
     "require_seeds",
     "run_search_eval",
     "search_instances",
@@ -174,7 +175,9 @@ def _judge_fn(spec_text: str | None, timeout_s: float) -> Any:
     return openai_judge_fn(spec.target, spec.model, timeout_s=timeout_s)
 
 
-def _record_fn(judge: Any) -> Any:
+def record_fn(judge: Any) -> Any:
+    """The record of a finished search episode: EM, F1, the answer, the reason it failed (and ``judge``'s verdict)."""
+
     def record_of(instance: Instance, episode: Episode) -> dict[str, Any]:
         outcome = dict(episode.outcome)
         em, f1 = float(outcome.get("em", 0.0)), float(outcome.get("f1", 0.0))
@@ -241,7 +244,7 @@ def evaluate_search(policy: Any, config: SearchEvalConfig, judge: Any = None) ->
         path = Path(config.questions).expanduser()
         settings["questions"] = {"file": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
     run = run_identity(named, "search", **settings)
-    records = play(instances, policy, runner_config(config), out, run, _record_fn(judge))
+    records = play(instances, policy, runner_config(config), out, run, record_fn(judge))
     return write_report(out, run, records, plots=config.plots)
 
 

@@ -16,7 +16,9 @@ a training checkpoint          the HF folder inside it: ``RUN/checkpoints/iter-N
                                (search only: answers the top document's title),
                                ``definition-search`` (the same, searching the question's
                                quoted definition), ``definition-match`` (that search, then
-                               the entry that holds the definition: the warm start's teacher)
+                               the entry that holds the definition: the warm start's teacher);
+                               judges (``sparring eval judge``): ``oracle`` (knows each
+                               episode's outcome), ``never-solved`` (always "not solved")
 =============================  ===========================================================
 
 Example:
@@ -34,7 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from sparring import SparringError
-from sparring.agents.demonstrators import DefinitionMatchAgent, DefinitionProposerAgent, DefinitionSearchAgent
+from sparring.agents.demonstrators import (
+    DefinitionMatchAgent,
+    DefinitionProposerAgent,
+    DefinitionSearchAgent,
+    KnownJudgementAgent,
+)
 from sparring.agents.scripted import Agent, DoNothingAgent, OracleAgent, RetrievalFloorAgent
 
 __all__ = ["SCRIPTED", "ModelSpec", "checkpoint_model_dir", "load_policy", "parse_spec", "probe_endpoint"]
@@ -47,6 +54,8 @@ SCRIPTED: dict[str, tuple[type, frozenset[str]]] = {
     "definition-search": (DefinitionSearchAgent, frozenset({"search"})),
     "definition-match": (DefinitionMatchAgent, frozenset({"search"})),
     "definition-proposer": (DefinitionProposerAgent, frozenset({"search-propose"})),
+    # told no judgement, it gives its default: "not solved" with every turn neutral (a constant judge)
+    "never-solved": (KnownJudgementAgent, frozenset({"judge"})),
 }
 
 _FORMS = (
