@@ -150,7 +150,7 @@ class SWEJudgeEnv(JudgeEnv):
             words = shlex.split(tests) or self._test_files()
         except ValueError:
             return f"Error: cannot read the test list {tests[:80]!r}; give test files or ids separated by spaces."
-        bad = [w for w in words if w.startswith("-") or _outside(w)]
+        bad = [w for w in words if w.startswith(("-", "@")) or _outside(w)]  # no options, no @argument files
         if bad or not words:
             return f"Error: {bad[0][:80]!r} is no test path inside /repo; give test files or ids, no options."
         try:
