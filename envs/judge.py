@@ -11,10 +11,13 @@ read the outcome it is paid to predict.
 
 A malformed call, an unknown verdict or a wrong count of assessments is an invalid judgement: the
 observation is one sentence saying what was wrong, and the episode ends with
-``outcome["valid"] = False``. The env's own reward is always 0: only the game, which knows the real
-outcomes of a whole batch, can score a judgement (``sparring.training.judging``).
+``outcome["valid"] = False``. So does a message holding no valid tool call, whatever turn it comes on: a
+judge with tools of its own (SWE's ``run_tests``) gets no retry the one-turn search judge lacks. A judge
+that reaches its turn limit without judging is invalid too. The env's own reward is always 0: only the game,
+which knows the real outcomes of a whole batch, can score a judgement (``sparring.training.judging``).
 
-A judge task is ``{"id", "domain", "statement", "turns": [{"action", "observation"}], "final"}``.
+A judge task is ``{"id", "domain", "statement", "turns": [{"action", "observation"}], "final"}``, plus what a
+domain's env needs to act but never shows (SWE: ``sandbox``, to rebuild the attempt's final tree).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 
 from sparring import SparringError
 from sparring.envs.core import Episode, TextEnv, content_id
-from sparring.envs.tools import tool
+from sparring.envs.tools import ToolCall, ToolCallError, tool
 
 __all__ = ["ASSESSMENTS", "VERDICTS", "JudgeEnv", "judge_task", "parse_assessments"]
 
@@ -36,7 +39,7 @@ ASSESSMENTS = ("good", "neutral", "bad")
 PROMPT = """You are the judge of another agent's attempt at a task. You are not told whether it \
 succeeded: decide it from what the agent did. Then assess each of its {n} turn(s) in order: good \
 (it moved the attempt forward), neutral, or bad (it wasted the turn or led astray).
-Answer with one call, e.g.
+{tools}Answer with one call, e.g.
 <tool_call>{{"name": "judge", "arguments": {{"verdict": "not solved", "assessments": "{example}"}}}}</tool_call>
 The verdict is "solved" or "not solved"; assessments are {n} word(s), each good, neutral or bad.
 
@@ -53,18 +56,19 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit].rstrip() + " …"
 
 
-def judge_task(episode: Episode, final: str) -> dict[str, Any]:
+def judge_task(episode: Episode, final: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The judge task of a solver episode: what the solver saw and did, nothing of its grading.
 
     Args:
         episode: A finished solver episode.
         final: The attempt's final answer or diff as the judge reads it (the domain's judge env
             module builds it from what the solver submitted, never from the grade).
+        extra: Entries the domain's judge env uses and never shows (part of the task's id).
     """
     turns = [{"action": t.action, "observation": t.observation} for t in episode.turns]
     if turns and (episode.terminated or "reward" in episode.outcome):
         turns[-1]["observation"] = ""  # the env's answer to the submission may state the grade
-    task = {"domain": episode.domain, "statement": episode.prompt, "turns": turns, "final": final}
+    task = {"domain": episode.domain, "statement": episode.prompt, "turns": turns, "final": final} | (extra or {})
     return {"id": content_id(task, "judge"), **task}
 
 
@@ -96,7 +100,8 @@ class JudgeEnv(TextEnv):
         """Create the env.
 
         Args:
-            max_turns: Turn limit: 1, a malformed call is an invalid judgement and is not retried.
+            max_turns: Turn limit: 1 where the judge has only the ``judge`` call (a domain with tools of its own
+                allows more); a malformed call is an invalid judgement and is not retried.
             tasks: Judge tasks to draw from (see :func:`judge_task`); None draws the domain's own.
             action_chars: Characters of each solver action shown.
             observation_chars: Characters of each observation shown (a search result is long; the
@@ -129,6 +134,7 @@ class JudgeEnv(TextEnv):
                 shown.append(f"Turn {n} result: {_clip(turn['observation'], self.observation_chars)}")
         example = " ".join(["neutral"] * len(turns))
         return PROMPT.format(
+            tools=self._tools_note(task),
             n=len(turns),
             example=example,
             statement=task["statement"],
@@ -136,6 +142,10 @@ class JudgeEnv(TextEnv):
             final_name=self.final_name,
             final=_clip(str(task.get("final") or "(none)"), self.action_chars),
         )
+
+    def _tools_note(self, task: dict[str, Any]) -> str:
+        """What the judge may do before its judgement (a domain with tools of its own says so; ends with a newline)."""
+        return ""
 
     def _invalid(self, why: str) -> str:
         self._finish({"valid": False, "reason": why}, 0.0)
@@ -165,3 +175,9 @@ class JudgeEnv(TextEnv):
 
     def _on_turn_limit(self) -> tuple[dict[str, Any], float]:
         return {"valid": False, "reason": "no judge call", "status": "turn_limit"}, 0.0
+
+    def _turn_reward(self, call: ToolCall | ToolCallError) -> float:
+        """0; a message without a valid call ends the judgement as invalid here (the step's one hook that sees it)."""
+        if isinstance(call, ToolCallError) and not self._done:
+            self._invalid(call.message.split("\n", 1)[0])
+        return 0.0

@@ -34,7 +34,7 @@ ENV_SPECS: dict[str, tuple[str, int]] = {
     "sparring/SWERepair-v0": ("sparring.envs.swe.repair_env:SWERepairEnv", 30),
     "sparring/SearchPropose-v0": ("sparring.envs.search.propose_env:SearchProposeEnv", 8),
     "sparring/SearchAnswer-v0": ("sparring.envs.search.answer_env:SearchAnswerEnv", 6),
-    "sparring/SWEJudge-v0": ("sparring.envs.swe.judge_env:SWEJudgeEnv", 1),
+    "sparring/SWEJudge-v0": ("sparring.envs.swe.judge_env:SWEJudgeEnv", 4),
     "sparring/SearchJudge-v0": ("sparring.envs.search.judge_env:SearchJudgeEnv", 1),
 }
 

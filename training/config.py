@@ -107,6 +107,11 @@ class TrainConfig:
     """SWE solver's reward for a wrong repair, no submission, the turn limit or a scored truncation."""
     swe_injector_invalid: float = SWERewards.injector_invalid
     """SWE injector's reward for an invalid artifact, no submission or a scored truncation."""
+    swe_test_turn_reward: float = SWERewards.test_turn_reward
+    """Turn reward of the SWE solver's visible tests (0: off; an ablation): a pytest run of its own after which
+    visible tests that failed in its starting tree pass earns this times their share of them, measured in a fresh
+    container on only the changes grading would carry (its own or edited tests count for nothing), and a test that
+    fails again takes its share back, so breaking and fixing earns nothing and an episode earns at most this."""
     judge_episodes: int = 0
     """Judge episodes per game and iteration (0: no judge role): a sample of the finished solver episodes, half
     solved and half failed where the batch allows, each shown to SearchJudge-v0 / SWEJudge-v0 without its grade.
@@ -325,7 +330,8 @@ RANGES: dict[str, Range] = {
     **dict.fromkeys(("lr", "warm_start_lr", "episode_seconds", "tis_cap"), ABOVE_0),
     "gamma": (0, 1, False, False),
     # capped: a turn reward the size of the outcome would let the judge (the policy itself) outweigh the real result
-    **dict.fromkeys(("judge_turn_weight", "judge_format_bonus", "search_gold_turn_reward"), (0, 1, False, False)),
+    **dict.fromkeys(("judge_turn_weight", "judge_format_bonus", "search_gold_turn_reward", "swe_test_turn_reward"),
+                    (0, 1, False, False)),  # fmt: skip
     "top_p": (0, 1, True, False),
     "clip_low": (0, 1, False, True),  # the ratio's lower bound is 1 - clip_low
 }  # fmt: skip

@@ -5,7 +5,10 @@ solver's repository (original + bug + weakened tests, one fresh commit, no histo
 is a fixed template around the reversed ``test_weaken.diff``: the tests that reveal the bug. The
 solver works with ``bash``/``view``/``str_replace``/``create`` and ends with ``submit``; grading
 happens in another fresh container (see :mod:`sparring.envs.swe.grading`). Reward: +1 solved,
-−1 otherwise (:class:`~sparring.envs.swe.rewards.SWERewards`).
+−1 otherwise (:class:`~sparring.envs.swe.rewards.SWERewards`). With ``rewards.test_turn_reward`` > 0, a
+``bash`` turn that runs pytest also earns the visible-test turn signal (:mod:`sparring.envs.swe.visible`).
+The outcome keeps the solver's final tree (``final``: changed text files and deletions), from which the
+judge env rebuilds it.
 
 Tasks come from ``options={"task": ...}`` (a dict from :func:`~sparring.envs.swe.tasks.repair_task`), from the ``tasks``
 given to the constructor, or from the bug store (``sparring bugs generate``).
@@ -38,7 +41,8 @@ from sparring.envs.swe.grading import (
 from sparring.envs.swe.rewards import SWERewards, solver_reward
 from sparring.envs.swe.tasks import REPAIR_PROMPT
 from sparring.envs.swe.tools import SandboxTools
-from sparring.envs.tools import tool
+from sparring.envs.swe.visible import TestTurnSignal, final_tree, pytest_selection
+from sparring.envs.tools import ToolCall, ToolCallError, tool
 
 __all__ = ["SWERepairEnv"]
 
@@ -87,6 +91,7 @@ class SWERepairEnv(SandboxTools, TextEnv):
         self._left_out: list[str] = []  # what the read-back caps kept out of the last snapshot, told to the solver
         self.last_changes: SolverChanges | None = None
         """The solver's changes at the end of the last episode (for higher-order bugs)."""
+        self._signal: TestTurnSignal | None = None
 
     def _draw_task(self) -> dict[str, Any]:
         if self._tasks is None:
@@ -114,6 +119,10 @@ class SWERepairEnv(SandboxTools, TextEnv):
                 f"`sparring bugs generate --repo {task.get('repo', 'NAME')}`."
             ) from None
         self._start = snapshot(self._sandbox)
+        weight = self.rewards.test_turn_reward
+        self._signal = None
+        if weight:  # off by default: then no pool and no measurement
+            self._signal = TestTurnSignal(weight, task, self._pools.pool(task["image"]), self.test_timeout)
         return REPAIR_PROMPT.format(tests_diff=reverse_diff(artifact.test_weaken_diff))
 
     def _collect_changes(self) -> SolverChanges:
@@ -150,6 +159,7 @@ class SWERepairEnv(SandboxTools, TextEnv):
         changes = self._collect_changes()
         result = self.grade(changes)
         outcome = result.to_dict() | {"changed_files": changes.paths, "summary": summary, "left_out": self._left_out}
+        outcome["final"] = final_tree(changes)
         self._finish(outcome, solver_reward(result.solved, self.rewards))
         self._release()
         verdict = "solved: every test passes" if result.solved else "not solved"
@@ -159,6 +169,18 @@ class SWERepairEnv(SandboxTools, TextEnv):
     def _on_turn_limit(self) -> tuple[dict[str, Any], float]:
         changes = self._collect_changes() if self._sandbox is not None else SolverChanges()
         self._release()
-        return {"solved": False, "status": "turn_limit", "changed_files": changes.paths}, solver_reward(
-            False, self.rewards
-        )
+        outcome = {"solved": False, "status": "turn_limit", "changed_files": changes.paths}
+        return outcome | {"final": final_tree(changes)}, solver_reward(False, self.rewards)
+
+    def _turn_reward(self, call: ToolCall | ToolCallError) -> float:
+        """The visible-test signal of a ``bash`` turn that ran pytest (0 when off or for any other turn)."""
+        if self._signal is None or self._sandbox is None or not isinstance(call, ToolCall) or call.name != "bash":
+            return 0.0
+        paths = pytest_selection(str(call.arguments.get("command", "")))
+        if paths is None:
+            return 0.0
+        try:
+            changes = changes_between(self._start, snapshot(self._sandbox))
+        except Exception:  # the solver broke its container: nothing to measure
+            return 0.0
+        return self._signal.reward(paths, changes)

@@ -28,6 +28,10 @@ class SWERewards:
     """Solver reward for any other ending (wrong repair, no submission, turn limit)."""
     injector_invalid: float = -1.0
     """Injector reward for an artifact that fails validation (or no artifact)."""
+    test_turn_reward: float = 0.0
+    """The solver's turn signal (0: off): in all at most this much for the visible tests that failed in its
+    starting tree and that its own pytest runs brought to pass (:mod:`~sparring.envs.swe.visible`). A turn
+    reward: it shapes credit, never the outcome."""
 
     def proposer(self, valid: bool, solve_rate: float | None) -> float:
         """The injector's reward from its validity and its bug's solve rate (:func:`injector_reward`)."""

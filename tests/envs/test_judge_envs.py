@@ -52,6 +52,22 @@ def test_swe_judge_passes_check_env_without_containers() -> None:
     assert terminated and step["outcome"]["valid"] and step["outcome"]["verdict"] == "not solved"
 
 
+def test_the_swe_judge_may_run_tests_first_yet_a_message_without_a_call_is_an_invalid_judgement() -> None:
+    """Four turns, so test runs fit before the verdict, but no retry of a malformed message (no container needed)."""
+    from sparring.envs.swe.bugs.store import load_repair_tasks
+
+    if not load_repair_tasks(split="train"):
+        pytest.skip("no stored bugs; run `sparring setup --for test`")
+    env = gym.make("sparring/SWEJudge-v0")
+    obs, info = env.reset(seed=0)
+    assert env.unwrapped.max_turns == 4 and "<run_tests>" in obs and obs.endswith("[4 turns left]")
+    assert "run_tests" in {t["function"]["name"] for t in info["tools"]}
+    assert info["task"]["sandbox"]["final"] == {"written": {}, "deleted": [], "left_out": []}  # the starting tree
+    obs, reward, terminated, _, step = env.step("It looks solved to me.")
+    assert terminated and reward == 0.0 and "no tool call found" in obs
+    assert step["outcome"]["valid"] is False and env.unwrapped._sandbox is None
+
+
 @pytest.mark.parametrize(
     ("action", "why"),
     [

@@ -14,7 +14,7 @@ import pytest
 from sparring.agents.chat import ChatFormat
 from sparring.agents.demonstrators import DefinitionMatchAgent, DefinitionProposerAgent, KnownJudgementAgent
 from sparring.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
-from sparring.agents.scripted import ReplayAgent
+from sparring.agents.scripted import ReplayAgent, _call
 from sparring.envs.core import Episode
 from sparring.training.config import load_config
 from sparring.training.demos import judge_demonstrations
@@ -22,6 +22,7 @@ from sparring.training.game import GAMES, ReplayBuffer, Rollout, play_iteration,
 from sparring.training.judging import judge_rewards, judge_stats, sample_for_judging
 from sparring.training.metrics import read_log
 from tests.conftest import default_corpus_built, require
+from tests.envs.swe.bugs import BUGGY_LINE, ORIGINAL_LINE, SOURCE, files, partly_weakened_artifact, pool  # noqa: F401
 from tests.training.test_trainer import _episode, _trainer
 
 NOT_SOLVED = {"valid": True, "verdict": "not solved", "assessments": []}
@@ -159,6 +160,33 @@ def test_the_gold_retrieval_turn_reward_pays_the_search_that_found_the_entry(cor
         labels = GAMES["search"].gold_turns(r.episode)  # type: ignore[misc]
         assert r.turn_rewards == [0.3 if label else 0.0 for label in labels]
     assert any(any(r.turn_rewards) for r in result.rollouts)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_swe_visible_test_turn_reward_reaches_the_solvers_turn_rewards(pool: Any, files: dict[str, str]) -> None:  # noqa: F811
+    """The SWE game's turn signal through the game: the env's turn reward of the pytest run after the fix is
+    the solver's turn reward (the outcome taken off the last turn), so credit turns it into A^T; an attempt
+    that never fixes earns none. The bug has visible failures (only test_ordinal weakened)."""
+    from sparring.envs.swe.tasks import repair_task
+    from sparring.envs.swe.validation import validate_artifact
+
+    art = partly_weakened_artifact(files)
+    result = validate_artifact(art, pool.image, pool)
+    assert result.valid, result.reason
+    replay = ReplayBuffer()
+    replay.add_higher_order([repair_task(art, result.fail_to_pass, result.pass_to_pass, pool.image, result)])
+    config = load_config(None, ["games=swe", "swe_tasks=policy", "proposals=0", "swe_group=2", "swe_max_turns=4",
+                                "swe_test_turn_reward=0.3", "concurrency=1"])  # fmt: skip
+    pytest_run = "<bash>python -m pytest -q test_inflection.py</bash>"
+    fix = _call("str_replace", path=SOURCE, old_str=BUGGY_LINE, new_str=ORIGINAL_LINE)
+    plays = iter([[pytest_run, fix, pytest_run, "<submit>13 takes th</submit>"], [pytest_run] * 4])
+    agents = lambda spec: ReplayAgent(next(plays))  # noqa: E731
+    played = play_iteration(GAMES["swe"], agents, config, 0, np.random.default_rng(0), replay)
+    solvers = sorted((r for r in played.rollouts if r.role == "solver"), key=lambda r: -r.reward)
+    assert [r.reward for r in solvers] == [1.0, -1.0]
+    assert solvers[0].turn_rewards == pytest.approx([0.0, 0.0, 0.3, 0.0]) and solvers[1].turn_rewards == [0.0] * 4
 
 
 def test_scripted_judge_demonstrations_are_right_by_construction(corpus: Any, smol_tokenizer: Any) -> None:

@@ -60,6 +60,16 @@ def good_artifact(files: dict[str, str]) -> BugArtifact:
     )
 
 
+def partly_weakened_artifact(files: dict[str, str]) -> BugArtifact:
+    """The known bug with only ``test_ordinal`` weakened: ``test_ordinalize`` still fails in the solver's tree.
+
+    Validation asks only that some failing tests pass once weakened, so a solver may start with visible
+    failures: what the SWE turn signal pays for bringing to pass.
+    """
+    return replace(good_artifact(files), test_weaken_diff=file_diff(TESTS, files[TESTS],
+                   weaken_tests(TESTS, files[TESTS], WEAKENED_TESTS[:1])))  # fmt: skip
+
+
 def violating(files: dict[str, str], check: str) -> BugArtifact:
     """The good artifact changed so that it breaks ``check`` (and only what follows from it)."""
     good = good_artifact(files)
