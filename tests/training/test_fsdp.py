@@ -101,6 +101,6 @@ def test_fsdp_holds_half_the_parameters_and_optimizer_state_of_ddp_per_rank(
 def test_cuda_asked_for_without_one_is_one_sentence(smol_tokenizer: Any, tmp_path: Path) -> None:
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    config = load_config(None, [f"out={tmp_path}", "device=cuda"])
-    with pytest.raises(SparringError, match=r"^device=cuda but torch sees no CUDA device .*device=cpu\.$"):
-        Trainer(config, model=tiny_model(smol_tokenizer), tokenizer=smol_tokenizer)
+    for config in (load_config(None, [f"out={tmp_path}", "device=cuda"]), load_config("gpu-1", [f"out={tmp_path}"])):
+        with pytest.raises(SparringError, match=r"^device=cuda but torch sees no CUDA device .*device=cpu\.$"):
+            Trainer(config, model=tiny_model(smol_tokenizer), tokenizer=smol_tokenizer)
