@@ -362,6 +362,11 @@ def _check(config: TrainConfig) -> None:
                 f"config key {good!r} ({getattr(config, good)}) must be above {bad!r} ({getattr(config, bad)}): "
                 "a correct answer has to pay more than a wrong one."
             )
+    if config.distributed == "fsdp" and config.optimizer == "adafactor":  # its moments span whole rows and columns
+        raise SparringError(
+            "optimizer=adafactor cannot step sharded weights (its factored moments average whole rows and columns); "
+            "use optimizer=adamw with distributed=fsdp."
+        )
 
 
 def load_config(preset: str | None = None, overrides: list[str] | None = None) -> TrainConfig:

@@ -98,6 +98,12 @@ def test_fsdp_holds_half_the_parameters_and_optimizer_state_of_ddp_per_rank(
         assert 0.49 < total < 0.51
 
 
+def test_adafactor_under_fsdp_is_one_sentence() -> None:
+    with pytest.raises(SparringError, match=r"^optimizer=adafactor cannot step sharded weights .*\.$"):
+        load_config("cpu-demo", ["distributed=fsdp"])  # the preset's optimizer
+    assert load_config("cpu-demo", ["distributed=fsdp", "optimizer=adamw"]).distributed == "fsdp"
+
+
 def test_cuda_asked_for_without_one_is_one_sentence(smol_tokenizer: Any, tmp_path: Path) -> None:
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
