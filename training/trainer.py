@@ -11,8 +11,9 @@ Per iteration and game (:mod:`sparring.training.game`): play, assign rewards, th
 4. the generator samples from the new weights from then on (``update_weights``: its KV prefix cache
    and packed linear layers are copies of the old ones).
 
-The policy and its generator share one model in one process. The trainer runs on accelerate from
-the start, so ``accelerate launch`` (DDP, one env pool and generator per rank) needs no other code:
+The policy and its generator share one model in one process (under ``distributed: fsdp`` the generator
+holds whole weights gathered from the sharded policy, :mod:`sparring.training.fsdp`). The trainer runs on
+accelerate from the start, so ``accelerate launch`` (one env pool and generator per rank) needs no other code:
 each rank plays its own episodes, the ranks' gradients are summed into one token-level mean, metrics are
 reduced by name. Ranks hold different amounts of work; :mod:`sparring.training.ranks` keeps their collectives
 in step.
