@@ -19,7 +19,7 @@ Hugging Face folder as an unsharded run). The KL reference is a :func:`replica` 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -125,14 +125,14 @@ def replica(model: torch.nn.Module) -> torch.nn.Module:
         for (_, mine), (_, theirs) in zip(twin.named_parameters(), model.named_parameters(), strict=True):
             _local(mine).copy_(_local(theirs))
             mine.requires_grad_(False)
-        for (_, mine), (_, theirs) in zip(twin.named_buffers(), model.named_buffers(), strict=True):
-            mine.copy_(theirs)  # not sharded (rotary frequencies); to_empty left them unset
+        for (_, buffer), (_, source_buffer) in zip(twin.named_buffers(), model.named_buffers(), strict=True):
+            buffer.copy_(source_buffer)  # not sharded (rotary frequencies); to_empty left them unset
     return twin.eval()
 
 
 def load_model_state(model: torch.nn.Module, tensors: dict[str, torch.Tensor]) -> tuple[list[str], list[str]]:
     """Load whole ``tensors`` (every rank passes them) into sharded ``model``; the missing and unexpected names."""
-    keys = set_model_state_dict(model, tensors, options=StateDictOptions(full_state_dict=True, strict=False))
+    keys = set_model_state_dict(model, cast(Any, tensors), options=StateDictOptions(full_state_dict=True, strict=False))
     return list(keys.missing_keys), list(keys.unexpected_keys)
 
 
@@ -144,7 +144,9 @@ def save_model(model: torch.nn.Module, folder: Path) -> None:
     """
     from safetensors.torch import save_file
 
-    tensors = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    tensors: dict[str, Any] = get_model_state_dict(
+        model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+    )
     if dist.get_rank() != 0:
         return
     names = {name for name, _ in model.named_parameters()} | {name for name, _ in model.named_buffers()}

@@ -88,6 +88,7 @@ class Trainer:
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(name)
         dtype = weights_dtype(config.dtype, device)
         loaded = model if model is not None else load_model(name, device=str(self.accelerator.device), dtype=dtype)
+        self.policy_model: Any  # the HF model (sharded under fsdp), whichever wrapper ``self.model`` is
         if config.distributed == "fsdp" and self.accelerator.num_processes > 1:
             # The generator samples from whole weights (gathered after every update, sync_generator): the HF
             # backend from a copy of its own, vLLM from its engine's (loaded before the policy is sharded).
