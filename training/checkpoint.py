@@ -1,7 +1,8 @@
 """Checkpoints: everything a run needs to continue after a crash, losing at most the iteration in flight.
 
 A checkpoint is a folder ``OUT/checkpoints/iter-NNNNNN`` holding the model as a Hugging Face folder
-(so ``sparring eval --model`` takes it as it is), the optimizer, the RNG states, the replay
+(so ``sparring eval --model`` takes it as it is; a sharded run's weights are gathered into the same
+files), the optimizer (a sharded run's by parameter name, loadable sharded or not), the RNG states, the replay
 buffers, the iteration, the weights version and the config. It is written into a temporary
 folder and renamed into place, and ``OUT/checkpoints/latest`` names the newest complete one, so
 a process killed while saving leaves the previous checkpoint as the latest.
@@ -21,6 +22,7 @@ import torch
 
 from sparring import SparringError
 from sparring.training.config import to_dict
+from sparring.training.fsdp import is_sharded, load_model_state, load_optimizer_state, optimizer_state, save_model
 from sparring.training.ranks import gather_objects
 
 if TYPE_CHECKING:
@@ -58,11 +60,19 @@ def save_checkpoint(trainer: Trainer, keep: int = 2) -> Path | None:
     acc.wait_for_everyone()
     rngs = gather_objects(rng_state(trainer))  # every rank's, in rank order: each draws its own tasks after a resume
     folder = _root(trainer.out) / f"iter-{trainer.iteration:06d}"
+    work = folder.with_name(folder.name + ".saving")
+    sharded = is_sharded(trainer.policy_model)
     if acc.is_main_process:
-        work = folder.with_name(folder.name + ".saving")
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
-        trainer.policy_model.save_pretrained(work / "model", safe_serialization=True)
+    if sharded:  # gathered from every rank, whole on rank 0: the same files as an unsharded run's
+        save_model(trainer.policy_model, work / "model")
+        optimizer = optimizer_state(trainer.policy_model, trainer.optimizer)
+    else:
+        optimizer = trainer.optimizer.state_dict()
+    if acc.is_main_process:
+        if not sharded:
+            trainer.policy_model.save_pretrained(work / "model", safe_serialization=True)
         trainer.tokenizer.save_pretrained(work / "model")
         state = {
             "iteration": trainer.iteration,
@@ -70,7 +80,7 @@ def save_checkpoint(trainer: Trainer, keep: int = 2) -> Path | None:
             "weights_version": trainer.generator.weights_version,
             "seconds": trainer.elapsed(),
             "longest_iteration": trainer.longest_iteration,
-            "optimizer": trainer.optimizer.state_dict(),
+            "optimizer": optimizer,
             "rng_ranks": rngs,
             "replay": {name: buffer.state() for name, buffer in trainer.replay.items()},
             "higher_order": {name: list(buffer.higher_order) for name, buffer in trainer.replay.items()},
@@ -106,7 +116,10 @@ def load_weights(model: Any, folder: Path) -> None:
     if not weights.is_file():
         raise SparringError(f"checkpoint {folder} has no model.safetensors; it is incomplete: delete it and resume.")
     tensors = load_file(str(weights))
-    missing, unexpected = model.load_state_dict(tensors, strict=False)
+    if is_sharded(model):
+        missing, unexpected = load_model_state(model, tensors)
+    else:
+        missing, unexpected = model.load_state_dict(tensors, strict=False)
     real_missing = [k for k in missing if "lm_head" not in k]  # tied to the embeddings, saved once
     if real_missing or unexpected:
         raise SparringError(f"checkpoint {folder} does not fit the model ({len(real_missing)} missing weights).")
@@ -116,7 +129,7 @@ def load_checkpoint(trainer: Trainer, folder: Path) -> None:
     """Restore the trainer from ``folder`` (model weights, optimizer, RNG, replay, counters)."""
     state: dict[str, Any] = torch.load(folder / STATE, weights_only=False)
     load_weights(trainer.policy_model, folder)
-    trainer.optimizer.load_state_dict(state["optimizer"])
+    load_optimizer_state(trainer.policy_model, trainer.optimizer, state["optimizer"])
     restore_rng(trainer, state)
     for name, tasks in state["replay"].items():
         if name in trainer.replay:
@@ -126,7 +139,7 @@ def load_checkpoint(trainer: Trainer, folder: Path) -> None:
     trainer.warm_started = bool(state["warm_started"])
     trainer.seconds_before = float(state.get("seconds", 0.0))  # checkpoints from before the time budget lack them
     trainer.longest_iteration = float(state.get("longest_iteration", 0.0))
-    trainer.generator.update_weights()
+    trainer.sync_generator()
 
 
 def rng_state(trainer: Trainer) -> dict[str, Any]:

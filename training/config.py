@@ -236,6 +236,13 @@ class TrainConfig:
     dtype: str = "auto"
     """The weights' type (and the optimizer state's): ``float32``, ``bfloat16`` (half the memory, no float32
     master copy), or ``auto``: bfloat16 on a GPU that has it, float32 on CPU."""
+    device: str = "auto"
+    """Where the policy trains: ``cuda`` (refused in one sentence when no CUDA device is visible), ``cpu``, or
+    ``auto``: CUDA when there is one, else CPU. Several ranks (``accelerate launch``) take one device each."""
+    distributed: str = "ddp"
+    """How several ranks share the update: ``ddp`` (each rank holds the whole model, gradients and optimizer
+    state; gradients summed once per step) or ``fsdp`` (FSDP2: parameters, gradients and optimizer state
+    sharded across the ranks, whole weights gathered for the generator and checkpoints). One rank: the same."""
     backend: str = "hf"
     """What samples the episodes: hf (the trainer's own model, transformers), vllm (vLLM in this process, its
     weights reloaded from the trainer's after every update; needs the vllm extra), server (not supported yet)."""
@@ -350,7 +357,8 @@ def _check(config: TrainConfig) -> None:
         raise SparringError(f"eval_games must be some of {', '.join(GAMES)}, not {config.eval_games}.")
     choices = {"swe_tasks": ("policy", "procedural", "mix"), "overlong": ("mask", "score"),
                "optimizer": ("adamw", "adafactor"), "dtype": ("auto", "float32", "bfloat16"),
-               "backend": ("hf", "vllm", "server"), "vllm_dtype": ("bfloat16", "float32"),
+               "backend": ("hf", "vllm", "server"), "device": ("auto", "cpu", "cuda"),
+               "distributed": ("ddp", "fsdp"), "vllm_dtype": ("bfloat16", "float32"),
                "search_teacher": ("definition-match", "definition-search"),
                "search_solver_metric": ("em", "f1")}  # fmt: skip
     for key, allowed in choices.items():
@@ -366,6 +374,11 @@ def _check(config: TrainConfig) -> None:
                 f"config key {good!r} ({getattr(config, good)}) must be above {bad!r} ({getattr(config, bad)}): "
                 "a correct answer has to pay more than a wrong one."
             )
+    if config.distributed == "fsdp" and config.optimizer == "adafactor":  # its moments span whole rows and columns
+        raise SparringError(
+            "optimizer=adafactor cannot step sharded weights (its factored moments average whole rows and columns); "
+            "use optimizer=adamw with distributed=fsdp."
+        )
 
 
 def load_config(preset: str | None = None, overrides: list[str] | None = None) -> TrainConfig:

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 import torch
 import torch.distributed as dist
+from torch.distributed.tensor import DTensor
 
 __all__ = ["all_sum", "all_max", "gather_objects", "mean_by_key", "sum_gradients"]
 
@@ -76,7 +77,8 @@ def sum_gradients(parameters: Iterable[torch.nn.Parameter]) -> None:
     Every rank calls this once per optimizer step, also a rank that had nothing to backpropagate: it
     steps with the other ranks' sum. When no rank backpropagated anything, every gradient stays None,
     so the optimizer leaves the weights alone on every rank (zeros would move them by the optimizer's
-    momentum and weight decay: an update with nothing to train would change the policy).
+    momentum and weight decay: an update with nothing to train would change the policy). A sharded
+    parameter's gradient (``distributed: fsdp``) was summed by FSDP's reduce-scatter in the backward already.
     """
     params = [p for p in parameters if p.requires_grad]
     device = params[0].device if params else "cpu"
@@ -85,6 +87,7 @@ def sum_gradients(parameters: Iterable[torch.nn.Parameter]) -> None:
     for p in params:
         if p.grad is None:
             p.grad = torch.zeros_like(p)
+    params = [p for p in params if not isinstance(p, DTensor)]
     if not _active():
         return
     start = 0

@@ -11,8 +11,9 @@ Per iteration and game (:mod:`sparring.training.game`): play, assign rewards, th
 4. the generator samples from the new weights from then on (``update_weights``: its KV prefix cache
    and packed linear layers are copies of the old ones).
 
-The policy and its generator share one model in one process. The trainer runs on accelerate from
-the start, so ``accelerate launch`` (DDP, one env pool and generator per rank) needs no other code:
+The policy and its generator share one model in one process (under ``distributed: fsdp`` the generator
+holds whole weights gathered from the sharded policy, :mod:`sparring.training.fsdp`). The trainer runs on
+accelerate from the start, so ``accelerate launch`` (one env pool and generator per rank) needs no other code:
 each rank plays its own episodes, the ranks' gradients are summed into one token-level mean, metrics are
 reduced by name. Ranks hold different amounts of work; :mod:`sparring.training.ranks` keeps their collectives
 in step.
@@ -21,6 +22,7 @@ in step.
 from __future__ import annotations
 
 import contextlib
+import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,17 +32,19 @@ from typing import Any
 import numpy as np
 import torch
 
+from sparring import SparringError
 from sparring.envs.core import Episode
 from sparring.training.backends import build_generator
 from sparring.training.config import TrainConfig
 from sparring.training.credit import outcome_advantages, token_advantages, turn_advantages, zero_variance_groups
+from sparring.training.fsdp import IDLE, full_state_dict, idle_passes, is_sharded, replica, shard
 from sparring.training.game import GAMES, ReplayBuffer, Rollout, play_iteration
 from sparring.training.loss import LossConfig, policy_loss
 from sparring.training.memory import release
 from sparring.training.ranks import all_max, all_sum, mean_by_key, sum_gradients
 from sparring.training.sequences import Sequence, action_logprobs, action_scores, to_sequence
 
-__all__ = ["Trainer", "UpdateStats", "mini_batches", "weights_dtype"]
+__all__ = ["Trainer", "UpdateStats", "mini_batches", "training_device", "weights_dtype"]
 
 
 @dataclass
@@ -72,23 +76,31 @@ class Trainer:
         from sparring.agents.model import load_model, load_tokenizer
 
         self.config = config
+        device = training_device(config.device)
         if config.threads:
             torch.set_num_threads(config.threads)
-        self.accelerator = Accelerator(
-            cpu=not torch.cuda.is_available(), mixed_precision="bf16" if config.bf16 else "no"
-        )
+        self.accelerator = Accelerator(cpu=device == "cpu", mixed_precision="bf16" if config.bf16 else "no")
         self.rank = self.accelerator.process_index
         set_seed(config.seed + self.rank)
         self.out = Path(config.out)
         self.out.mkdir(parents=True, exist_ok=True)
         name = None if config.model in ("", "default") else config.model
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(name)
-        dtype = weights_dtype(config.dtype)
+        dtype = weights_dtype(config.dtype, device)
         loaded = model if model is not None else load_model(name, device=str(self.accelerator.device), dtype=dtype)
-        self.optimizer = _optimizer(config, loaded.parameters())
-        self.model, self.optimizer = self.accelerator.prepare(loaded, self.optimizer)
-        self.policy_model = self.accelerator.unwrap_model(self.model)
-        self.generator = build_generator(config, self.policy_model, self.tokenizer, str(self.accelerator.device))
+        self.policy_model: Any  # the HF model (sharded under fsdp), whichever wrapper ``self.model`` is
+        if config.distributed == "fsdp" and self.accelerator.num_processes > 1:
+            # The generator samples from whole weights (gathered after every update, sync_generator): the HF
+            # backend from a copy of its own, vLLM from its engine's (loaded before the policy is sharded).
+            trained = copy.deepcopy(loaded) if config.backend == "hf" else loaded
+            self.generator = build_generator(config, loaded, self.tokenizer, str(self.accelerator.device))
+            self.model = self.policy_model = shard(trained)
+            self.optimizer = self.accelerator.prepare(_optimizer(config, trained.parameters()))
+        else:
+            self.optimizer = _optimizer(config, loaded.parameters())
+            self.model, self.optimizer = self.accelerator.prepare(loaded, self.optimizer)
+            self.policy_model = self.accelerator.unwrap_model(self.model)
+            self.generator = build_generator(config, self.policy_model, self.tokenizer, str(self.accelerator.device))
         self.loss_config = LossConfig(config.clip_low, config.clip_high, config.kl_coef, config.tis_cap)
         self.reference: torch.nn.Module | None = None
         self.rng = np.random.default_rng(config.seed + 1000 * self.rank)
@@ -120,7 +132,15 @@ class Trainer:
             self.model.eval()
             if checkpointing:
                 set_activation_checkpointing(self.policy_model, False)
-            self.generator.update_weights()  # HF: drops stale KV prefixes, repacks; vLLM: reloads its copy
+            self.sync_generator()
+
+    def sync_generator(self) -> None:
+        """The generator samples from the policy's current weights from now on.
+
+        HF: drops stale KV prefixes, repacks; vLLM: reloads its copy. A sharded policy's whole weights are
+        gathered for it first (every rank calls this).
+        """
+        self.generator.update_weights(full_state_dict(self.policy_model) if is_sharded(self.policy_model) else None)
 
     def _autocast(self, bf16: bool) -> Any:
         """A bfloat16 autocast context when ``bf16`` (with ``config.bf16`` accelerate autocasts every pass already)."""
@@ -148,11 +168,14 @@ class Trainer:
         total_tokens = int(all_sum([float(local_tokens)], device)[0])
         local_loss = 0.0
         self.optimizer.zero_grad(set_to_none=True)
-        for seq in sequences:
-            if seq.tokens:
-                loss = score(seq, total_tokens)
-                self.accelerator.backward(loss)
-                local_loss += float(loss.detach())
+        passes = [seq for seq in sequences if seq.tokens]
+        # fsdp: each pass meets the other ranks, so all make as many as the busiest (counted before any pass)
+        for seq in passes + [IDLE] * idle_passes(self.policy_model, len(passes)):
+            loss = score(seq, total_tokens)
+            if seq is IDLE:
+                loss = loss * 0
+            self.accelerator.backward(loss)
+            local_loss += float(loss.detach())
         sum_gradients(self.policy_model.parameters())
         total_loss = all_sum([local_loss], device)[0]
         if self.config.max_grad_norm > 0:
@@ -283,12 +306,15 @@ class Trainer:
 
         Computed with the model in eval mode (dropout off, as the generator sampled), train mode restored after.
         """
-        if not sequences:
+        idle = idle_passes(self.policy_model, len(sequences))
+        if not sequences and not idle:
             return {}
         was_training = self.model.training
         self.model.eval()
         try:
             with torch.no_grad(), self._autocast(self.config.update_bf16):
+                for _ in range(idle):
+                    action_logprobs(self.policy_model, IDLE, temperature)
                 return {id(seq): action_logprobs(self.policy_model, seq, temperature) for seq in sequences}
         finally:
             self.model.train(was_training)
@@ -310,10 +336,13 @@ class Trainer:
                 into the copy, whatever the policy has become since (a resumed run). None: the policy as it is.
         """
         if self.config.kl_coef > 0 and self.reference is None:
-            import copy
-
             from sparring.agents.cpu_linear import pack_linears, unpack_linears
 
+            if is_sharded(self.policy_model):  # sharded like the policy: no rank holds a whole copy
+                self.reference = replica(self.policy_model)
+                if load_start is not None:
+                    load_start(self.reference)
+                return
             self.reference = copy.deepcopy(self.policy_model).eval()
             unpack_linears(self.reference)  # packed linears compute with the copy of the weights they were made from
             if load_start is not None:
@@ -329,8 +358,24 @@ class Trainer:
         return mean_by_key(values, self.accelerator.device)
 
 
-def weights_dtype(setting: str) -> str:
-    """The weights' torch dtype name for config key ``dtype``: ``auto`` is bfloat16 on a GPU that has it.
+def training_device(setting: str) -> str:
+    """The device type for config key ``device``: ``auto`` is ``cuda`` when there is one.
+
+    Raises:
+        SparringError: ``cuda`` is asked for and no CUDA device is visible (never a silent CPU run).
+    """
+    if setting == "cuda" and not torch.cuda.is_available():
+        raise SparringError(
+            "device=cuda but torch sees no CUDA device (a CPU build of torch, no driver, or CUDA_VISIBLE_DEVICES "
+            "empty); install a CUDA build of torch on a GPU machine, or set device=cpu."
+        )
+    if setting == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return setting
+
+
+def weights_dtype(setting: str, device: str = "cpu") -> str:
+    """The weights' torch dtype name for config key ``dtype`` on ``device``: ``auto`` is bfloat16 on a GPU that has it.
 
     On CPU ``auto`` stays float32: the generator's packed linears and the oneDNN kernels it was measured
     with are float32, and bfloat16 weights without a float32 copy lose small updates.
@@ -341,7 +386,7 @@ def weights_dtype(setting: str) -> str:
     """
     if setting != "auto":
         return setting
-    return "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float32"
+    return "bfloat16" if device == "cuda" and torch.cuda.is_bf16_supported() else "float32"
 
 
 def _optimizer(config: TrainConfig, parameters: Any) -> torch.optim.Optimizer:

@@ -1,8 +1,8 @@
 """Run by ``torchrun --nproc_per_node 2``: one multi-rank scenario, the ranks given different work as in real runs.
 
-Arguments: the scenario's name, the JSON file rank 0 writes (every rank's result, in rank order) and the tiny
-model's folder. The process group is opened with a short timeout first, so a collective that one rank never
-joins fails the run instead of hanging it.
+Arguments: the scenario's name, the JSON file rank 0 writes (every rank's result, in rank order), the tiny
+model's folder, then config overrides (``distributed=fsdp``). The process group is opened with a short timeout
+first, so a collective that one rank never joins fails the run instead of hanging it.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ from sparring.training.ranks import gather_objects
 from sparring.training.sequences import action_logprobs, to_sequence
 from sparring.training.trainer import Trainer
 from tests.training.conftest import tiny_model
+
+#: The config of every scenario's trainer, before its overrides.
+SETTINGS = ["games=search", "threads=1", "lr=0.01", "warm_start_batch=1", "max_grad_norm=0"]
 
 
 def _episode(action: list[int], reward: float = 1.0) -> Episode:
@@ -119,16 +122,95 @@ def resume(trainer: Trainer, rank: int) -> dict[str, Any]:
     return {"after_save": after_save, "after_load": draws()}
 
 
-SCENARIOS = {f.__name__: f for f in (update, idle, keys, warm, tokens, resume)}
+def fsdp_demos(rank: int) -> list[Episode]:
+    """Rank 0's three warm-start demonstrations or rank 1's one (one optimizer step: rank 1 pads with idle passes)."""
+    return [_episode([5 + i, 6, 7 + i][: 2 + i % 2]) for i in range(3)] if rank == 0 else [_episode([20, 21, 22])]
+
+
+def fsdp_rollouts(rank: int) -> list[Rollout]:
+    """Each rank's own group, of different sizes and lengths, as ranks get them from their own episodes."""
+    group = ("search", "solver", f"g{rank}")
+    if rank == 0:
+        return [Rollout(_episode([5, 6, 7], 1.0), 1.0, [0.0], group, "done"),
+                Rollout(_episode([9, 10], 0.0), 0.0, [0.0], group, "done"),
+                Rollout(_episode([11, 12, 13, 14], 1.0), 1.0, [0.0], group, "done")]  # fmt: skip
+    return [Rollout(_episode([30, 31], 1.0), 1.0, [0.0], group, "done"),
+            Rollout(_episode([32], 0.0), 0.0, [0.0], group, "done")]  # fmt: skip
+
+
+def fsdp_update(trainer: Trainer, rank: int) -> dict[str, Any]:
+    """A warm-start step, the KL reference frozen, a self-play step; the gathered weights go to ``weights.pt``."""
+    from sparring.training.fsdp import full_state_dict, is_sharded, resident_bytes
+
+    trainer.supervised(fsdp_demos(rank), epochs=1, lr=0.01)
+    trainer.freeze_reference()
+    assert trainer.reference is not None
+    trainer.reinforce(fsdp_rollouts(rank))
+    weights = full_state_dict(trainer.policy_model)
+    if rank == 0:
+        torch.save(weights, trainer.out / "weights.pt")
+    return {
+        "sharded": is_sharded(trainer.policy_model),
+        "reference_sharded": is_sharded(trainer.reference),
+        "reference_bytes": resident_bytes(trainer.reference, trainer.optimizer)["parameters"],
+        "bytes": resident_bytes(trainer.policy_model, trainer.optimizer),
+    }
+
+
+def fsdp_checkpoint(trainer: Trainer, rank: int) -> dict[str, Any]:
+    """Save after a step, step again, load: the gathered weights are the saved ones again."""
+    from sparring.training.fsdp import full_state_dict
+
+    trainer.reinforce(fsdp_rollouts(rank))
+    folder = save_checkpoint(trainer)
+    assert folder is not None
+    saved = full_state_dict(trainer.policy_model)
+    if rank == 0:
+        torch.save(saved, trainer.out / "weights.pt")
+    trainer.reinforce(fsdp_rollouts(rank))
+    moved = full_state_dict(trainer.policy_model)
+    load_checkpoint(trainer, folder)
+    loaded = full_state_dict(trainer.policy_model)
+    return {
+        "folder": str(folder),
+        "moved": any(not torch.equal(moved[k], saved[k]) for k in saved),
+        "reloaded": all(torch.equal(loaded[k], saved[k]) for k in saved),
+        "generator": all(torch.equal(v, saved[k]) for k, v in trainer.generator.model.state_dict().items()),
+    }
+
+
+def memory(trainer: Trainer, rank: int) -> dict[str, Any]:
+    """Bytes of parameters and optimizer state this rank holds after a step (SmolLM2's shapes, 2 layers)."""
+    from sparring.training.fsdp import resident_bytes
+
+    trainer.reinforce(fsdp_rollouts(rank))
+    return resident_bytes(trainer.policy_model, trainer.optimizer)
+
+
+def smol_shaped(tokenizer: Any) -> Any:
+    """SmolLM2-135M's configuration (vocabulary, width, heads, tied head) with 2 of its 30 layers, random weights."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from sparring.agents.model import resolve_model
+
+    config = AutoConfig.from_pretrained(resolve_model(None))
+    config.num_hidden_layers = 2
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(config)
+
+
+SCENARIOS = {f.__name__: f for f in (update, idle, keys, warm, tokens, resume, fsdp_update, fsdp_checkpoint, memory)}
+#: The model a scenario trains when not the tiny one.
+MODELS = {"memory": smol_shaped}
 
 
 def main() -> None:
-    scenario, out, model_dir = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+    scenario, out, model_dir, overrides = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4:]
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     tokenizer = load_tokenizer(model_dir)
-    settings = ["games=search", "threads=1", "lr=0.01", "warm_start_batch=1", "max_grad_norm=0"]
-    config = load_config(None, [f"out={out.parent / 'run'}", *settings])
-    trainer = Trainer(config, model=tiny_model(tokenizer, seed=0), tokenizer=tokenizer)
+    config = load_config(None, [f"out={out.parent / 'run'}", *SETTINGS, *overrides])
+    model = MODELS.get(scenario, lambda t: tiny_model(t, seed=0))(tokenizer)
+    trainer = Trainer(config, model=model, tokenizer=tokenizer)
     result = SCENARIOS[scenario](trainer, trainer.rank)
     results = gather_objects(result)
     if trainer.accelerator.is_main_process:

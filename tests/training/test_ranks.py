@@ -19,8 +19,8 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
-def two_ranks(scenario: str, model_dir: Path, tmp_path: Path) -> list[dict[str, Any]]:
-    """Run ``scenario`` of the worker on two ranks; every rank's result, in rank order."""
+def two_ranks(scenario: str, model_dir: Path, tmp_path: Path, *overrides: str) -> list[dict[str, Any]]:
+    """Run ``scenario`` of the worker on two ranks (``overrides``: config ``key=value``); every rank's result."""
     out = tmp_path / f"{scenario}.json"
     root = Path(__file__).resolve().parents[2]
     with socket.socket() as s:  # a free loopback port for the rendezvous
@@ -29,7 +29,7 @@ def two_ranks(scenario: str, model_dir: Path, tmp_path: Path) -> list[dict[str, 
     # torchrun starts the two ranks; the trainer's Accelerator finds them and uses gloo on CPU.
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr",
                "127.0.0.1", "--master_port", str(port), "-m", "tests.training.ranks_worker", scenario, str(out),
-               str(model_dir)]  # fmt: skip
+               str(model_dir), *overrides]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(command, capture_output=True, text=True, timeout=540, env=env, cwd=root)
     assert done.returncode == 0, done.stderr[-3000:]

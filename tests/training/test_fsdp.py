@@ -1,0 +1,112 @@
+"""``distributed: fsdp`` on two CPU ranks (torchrun, gloo) against one process, and the device rule.
+
+The ranks get different episodes, as real runs give them (different numbers and lengths, so a rank pads
+with idle passes); the single process trains on all of them at once. The model is the tiny Llama with
+SmolLM2's vocabulary, and SmolLM2-135M's own shapes (2 of its layers) for the memory figures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from sparring import SparringError
+from sparring.training.config import load_config
+from sparring.training.trainer import Trainer
+from tests.training.conftest import tiny_model
+from tests.training.ranks_worker import SETTINGS, fsdp_demos, fsdp_rollouts
+from tests.training.test_ranks import two_ranks
+
+#: Largest parameter difference allowed between two ranks under FSDP and one process, after two AdamW steps of
+#: lr 0.01 (each moves a weight by up to about 0.01): only the order of float32 sums differs.
+TOLERANCE = 1e-4
+
+
+def _single(tokenizer: Any, tmp_path: Path, *overrides: str) -> Trainer:
+    config = load_config(None, [f"out={tmp_path / 'single'}", *SETTINGS, *overrides])
+    return Trainer(config, model=tiny_model(tokenizer, seed=0), tokenizer=tokenizer)
+
+
+def _worst(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    assert set(a) == set(b)
+    return max(float((a[k].double() - b[k].double()).abs().max()) for k in a)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_an_fsdp_update_equals_the_single_process_update(
+    smol_tokenizer: Any, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    overrides = ("warm_start_batch=8", "kl_coef=0.1", "max_grad_norm=1.0")
+    first, second = two_ranks("fsdp_update", tiny_model_dir, tmp_path, "distributed=fsdp", *overrides)
+    assert first["sharded"] and second["sharded"] and first["reference_sharded"]
+    fsdp = torch.load(tmp_path / "run" / "weights.pt")
+    trainer = _single(smol_tokenizer, tmp_path, *overrides)
+    start = {k: v.detach().clone() for k, v in trainer.policy_model.state_dict().items()}
+    trainer.supervised(fsdp_demos(0) + fsdp_demos(1), epochs=1, lr=0.01)
+    trainer.freeze_reference()
+    trainer.reinforce(fsdp_rollouts(0) + fsdp_rollouts(1))
+    single = {k: v.detach() for k, v in trainer.policy_model.state_dict().items()}
+    assert _worst(single, start) > 0.01  # both steps moved the weights
+    assert _worst(fsdp, single) < TOLERANCE
+    # Each rank holds half of the reference, as of the policy: no whole copy per rank.
+    whole = sum(v.numel() * v.element_size() for k, v in trainer.policy_model.named_parameters())
+    for rank in (first, second):
+        assert 0.45 < rank["reference_bytes"] / whole < 0.55
+        assert 0.45 < rank["bytes"]["parameters"] / whole < 0.55
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_checkpoint_saved_under_fsdp_loads_in_one_process(
+    smol_tokenizer: Any, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from sparring.training.checkpoint import load_checkpoint
+
+    first, second = two_ranks("fsdp_checkpoint", tiny_model_dir, tmp_path, "distributed=fsdp")
+    for rank in (first, second):  # resumed under fsdp: the saved weights, in the policy and the generator
+        assert rank["moved"] and rank["reloaded"] and rank["generator"]
+    saved = torch.load(tmp_path / "run" / "weights.pt")
+    folder = Path(first["folder"])
+    model = AutoModelForCausalLM.from_pretrained(folder / "model")  # what `sparring eval --model` loads
+    assert type(model).__name__ == "LlamaForCausalLM"
+    assert all(torch.equal(v, saved[k]) for k, v in model.state_dict().items())
+    trainer = _single(smol_tokenizer, tmp_path)
+    load_checkpoint(trainer, folder)  # the optimizer's state by parameter name into an unsharded optimizer
+    assert all(torch.equal(v, saved[k]) for k, v in trainer.policy_model.state_dict().items())
+    state = trainer.optimizer.optimizer.state
+    assert len(state) == len(list(trainer.policy_model.parameters()))
+    assert all(float(s["step"]) == 1 for s in state.values())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_fsdp_holds_half_the_parameters_and_optimizer_state_of_ddp_per_rank(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    ddp = two_ranks("memory", tiny_model_dir, tmp_path, "distributed=ddp")
+    fsdp = two_ranks("memory", tiny_model_dir, tmp_path, "distributed=fsdp")
+    for whole, part in zip(ddp, fsdp, strict=True):
+        total = (part["parameters"] + part["optimizer"]) / (whole["parameters"] + whole["optimizer"])
+        print(f"per rank: ddp {whole}, fsdp {part}: {total:.3f}")
+        assert whole["optimizer"] == 2 * whole["parameters"]  # AdamW: two moments per weight
+        assert 0.49 < total < 0.51
+
+
+def test_adafactor_under_fsdp_is_one_sentence() -> None:
+    with pytest.raises(SparringError, match=r"^optimizer=adafactor cannot step sharded weights .*\.$"):
+        load_config("cpu-demo", ["distributed=fsdp"])  # the preset's optimizer
+    assert load_config("cpu-demo", ["distributed=fsdp", "optimizer=adamw"]).distributed == "fsdp"
+
+
+def test_cuda_asked_for_without_one_is_one_sentence(smol_tokenizer: Any, tmp_path: Path) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    for config in (load_config(None, [f"out={tmp_path}", "device=cuda"]), load_config("gpu-1", [f"out={tmp_path}"])):
+        with pytest.raises(SparringError, match=r"^device=cuda but torch sees no CUDA device .*device=cpu\.$"):
+            Trainer(config, model=tiny_model(smol_tokenizer), tokenizer=smol_tokenizer)
