@@ -57,7 +57,7 @@ def test_train_help_config_shows_each_keys_type_default_and_preset_value() -> No
     assert table["threads"][1:4] == ["int", "|", "None"] and table["games"][1] == "list[str]"
     assert len(table) == len(TrainConfig.__dataclass_fields__)
     every = _sparring("train", "--help-config").stdout.splitlines()[0].split()
-    assert every[3:] == ["cpu-demo", "cpu-learn", "gpu-1"]  # no --preset: every bundled preset's values
+    assert every[3:] == ["cpu-demo", "cpu-learn", "gpu-1", "gpu-8"]  # no --preset: every bundled preset's values
 
 
 def test_help_texts_name_the_options_the_commands_have() -> None:

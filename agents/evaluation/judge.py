@@ -63,7 +63,8 @@ __all__ = [
 ]
 
 DOMAIN = "judge"
-#: Solvers of the default judge set: the search teachers, from the best to the floor (docs/experiments.md).
+#: Solvers of the default judge set: the search teachers, from the best to the floor (docs/experiments.md),
+#: named ``teachers`` in a solver list.
 DEFAULT_SOLVERS = "scripted:definition-match,scripted:definition-search,scripted:retrieval-floor"
 _VALUE = re.compile(r'"verdict"\s*:\s*"')
 _TOKEN_FIELDS = ("token_ids", "token_turn", "action_mask", "logprobs")
@@ -84,8 +85,9 @@ class JudgeEvalConfig(SearchSettings):
     episodes: str | None = None
     """The judge set's folder: recorded there on first use, read back afterwards (default: a folder under evals/
     named after the solvers, --limit and --seed)."""
-    solvers: str = DEFAULT_SOLVERS
-    """Comma-separated SPECs of the solvers whose held-out episodes make the judge set."""
+    solvers: str = "teachers"
+    """Comma-separated SPECs of the solvers whose held-out episodes make the judge set; ``teachers`` stands for
+    the three scripted search teachers (definition-match, definition-search, retrieval-floor)."""
     solver_temperature: float | None = None
     """Sampling temperature of the solvers (None: greedy in the judge set, 1.0 for --best-of's attempts)."""
     seed: int = 0
@@ -148,7 +150,8 @@ def record_solver(
 
 def solver_list(text: str, option: str) -> list[str]:
     """The SPECs of a comma-separated option, each checked (a malformed one is one sentence before anything plays)."""
-    solvers = [s.strip() for s in text.split(",") if s.strip()]
+    named = [s.strip() for s in text.split(",") if s.strip()]
+    solvers = [spec for s in named for spec in (DEFAULT_SOLVERS.split(",") if s == "teachers" else [s])]
     if not solvers:
         raise SparringError(f"{option} names no solver; give comma-separated SPECs (e.g. scripted:definition-match).")
     for spec in solvers:

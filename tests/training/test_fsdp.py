@@ -107,6 +107,8 @@ def test_adafactor_under_fsdp_is_one_sentence() -> None:
 def test_cuda_asked_for_without_one_is_one_sentence(smol_tokenizer: Any, tmp_path: Path) -> None:
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    for config in (load_config(None, [f"out={tmp_path}", "device=cuda"]), load_config("gpu-1", [f"out={tmp_path}"])):
+    asked = [load_config(None, [f"out={tmp_path}", "device=cuda"])]
+    asked += [load_config(preset, [f"out={tmp_path}"]) for preset in ("gpu-1", "gpu-8")]
+    for config in asked:
         with pytest.raises(SparringError, match=r"^device=cuda but torch sees no CUDA device .*device=cpu\.$"):
             Trainer(config, model=tiny_model(smol_tokenizer), tokenizer=smol_tokenizer)

@@ -261,7 +261,7 @@ def test_checkpoint_rotation_keeps_the_newest_and_the_warm_start(smol_tokenizer:
 
 
 def test_config_presets_overrides_and_errors() -> None:
-    assert {"cpu-demo", "cpu-learn", "gpu-1"} <= set(presets())
+    assert {"cpu-demo", "cpu-learn", "gpu-1", "gpu-8"} <= set(presets())
     config = load_config("cpu-learn", ["iterations=7", "lam=0.25", "games=search", "threads=none", "bf16=false"])
     assert (config.iterations, config.lam, config.games, config.threads) == (7, 0.25, ["search"], None)
     assert load_config(None, []) == TrainConfig()
