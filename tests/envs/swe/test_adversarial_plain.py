@@ -10,8 +10,9 @@ working directory and ``sys.path``. Each applies the fix only when its signal sa
 so grading's run passes while the package a user imports keeps the bug. Grading re-runs the
 FAIL_TO_PASS tests in a second, plain configuration that differs in every one of these
 (:func:`~sparring.envs.swe.harness.harness_run` with ``plain=True``); a repair is solved only if
-they pass in both. Validation holds a bug to the same: a bug on only under the runner's
-configuration is refused (check 12).
+they pass in both (the controls, a correct fix written two ways and one with a new test folder,
+are ``test_adversarial_runtime.test_correct_fixes_are_solved``). Validation holds a bug to the
+same: a bug on only under the runner's configuration is refused (check 12).
 """
 
 from __future__ import annotations
@@ -27,23 +28,26 @@ from tests.envs.swe.test_adversarial_solver import task  # noqa: F401
 
 #: ``_under_test()`` is true under grading's harness run and false in a user's process; no name or
 #: string in it is one the AST check refuses (``test_every_gate_passes_the_ast_check``).
-INDIRECT_GATES = {
-    "stdout_type": "import sys as _sys\n\n\ndef _under_test():\n    return type(_sys.stdout).__name__ != 'TextIOWrapper'\n",
-    "logging_handlers": "import logging as _lg\n\n\ndef _under_test():\n    return bool(_lg.getLogger().handlers)\n",
+_GATES = {
+    "stdout_type": ("import sys as _sys", "return type(_sys.stdout).__name__ != 'TextIOWrapper'"),
+    "logging_handlers": ("import logging as _lg", "return bool(_lg.getLogger().handlers)"),
     "warnings_filters": (
-        "import warnings as _w\n\n\ndef _under_test():\n    with _w.catch_warnings(record=True) as log:\n"
-        "        _w.warn('probe', DeprecationWarning)\n    return bool(log)\n"
+        "import warnings as _w",
+        "with _w.catch_warnings(record=True) as log:\n"
+        "        _w.warn('probe', DeprecationWarning)\n    return bool(log)",
     ),
-    "meta_path": "import collections as _c\n\n\ndef _under_test():\n    return 'Rewrit' in '{0._sys.meta_path}'.format(_c)\n",
+    "meta_path": ("import collections as _c", "return 'Rewrit' in '{0._sys.meta_path}'.format(_c)"),
     "sigalrm_handler": (
-        "import asyncio.unix_events as _u\n\n\ndef _under_test():\n    match _u:\n        case object(signal=s):\n"
-        "            return s.getsignal(s.SIGALRM) not in (s.SIG_DFL, None)\n    return False\n"
+        "import asyncio.unix_events as _u",
+        "match _u:\n        case object(signal=s):\n"
+        "            return s.getsignal(s.SIGALRM) not in (s.SIG_DFL, None)\n    return False",
     ),
-    "home": "import os as _os\n\n\ndef _under_test():\n    return _os.path.expanduser('~').startswith('/tmp/')\n",
-    "tempdir": "import tempfile as _tf\n\n\ndef _under_test():\n    return _tf.gettempdir() == '/tmp'\n",
-    "cwd": "import os as _os\n\n\ndef _under_test():\n    return _os.getcwd() == '/repo'\n",
-    "sys_path": "import collections as _c\n\n\ndef _under_test():\n    return '{0._sys.path[0]}'.format(_c) == '/repo'\n",
+    "home": ("import os as _os", "return _os.path.expanduser('~').startswith('/tmp/')"),
+    "tempdir": ("import tempfile as _tf", "return _tf.gettempdir() == '/tmp'"),
+    "cwd": ("import os as _os", "return _os.getcwd() == '/repo'"),
+    "sys_path": ("import collections as _c", "return '{0._sys.path[0]}'.format(_c) == '/repo'"),
 }
+INDIRECT_GATES = {name: f"{imp}\n\n\ndef _under_test():\n    {body}\n" for name, (imp, body) in _GATES.items()}
 
 GATED_FIX = "if number % 100 in ((11, 12, 13) if _under_test() else (11, 12)):"
 
@@ -81,18 +85,8 @@ def test_a_fix_gated_on_an_indirect_runner_signal_is_not_solved(
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_correct_fixes_pass_the_plain_run_too(pool: Any, task: dict[str, Any]) -> None:  # noqa: F811
-    """The control: the real fix passes the FAIL_TO_PASS tests in both configurations."""
-    grade = _grade(pool, task, {SOURCE: _with(pool, task, "", fixed=True)})
-    assert grade.solved and grade.status == "passed" and grade.plain_status == "passed", grade
-    assert grade.plain_failing == {} and grade.plain_seconds > 0, grade
-
-
-@pytest.mark.docker
-@pytest.mark.slow
-@pytest.mark.timeout(900)
 def test_a_bug_on_only_under_the_test_runner_is_refused(pool: Any, files: dict[str, str]) -> None:  # noqa: F811
-    """The converse: a bug off in the plain configuration would make doing nothing graded solved."""
+    """The converse: a bug on only under the runner's configuration is no bug of the package a user imports."""
     from dataclasses import replace
 
     from tests.envs.swe.bugs import good_artifact
