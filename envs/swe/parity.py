@@ -32,6 +32,7 @@ beside validation's runs) and through :func:`~sparring.envs.swe.grading.grade_re
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import secrets
 from concurrent.futures import ThreadPoolExecutor
@@ -251,10 +252,18 @@ def graded_problem(
     if view.error:
         return view.error, {}
     expected = fail_to_pass + pass_to_pass
-    kw = {"timeout": timeout, "per_test_timeout": per_test_timeout, "fail_to_pass": fail_to_pass}
+    grade = functools.partial(
+        grade_repair,
+        pool,
+        artifact,
+        expected,
+        timeout=timeout,
+        per_test_timeout=per_test_timeout,
+        fail_to_pass=fail_to_pass,
+    )
     with ThreadPoolExecutor(max_workers=2) as ex:
-        left = ex.submit(grade_repair, pool, artifact, expected, SolverChanges(), plain_always=True, **kw)
-        fixed = ex.submit(grade_repair, pool, artifact, expected, changes_between(view.start, view.original), **kw)
+        left = ex.submit(grade, SolverChanges(), plain_always=True)
+        fixed = ex.submit(grade, changes_between(view.start, view.original))
         grades = {"unchanged": left.result(), "original": fixed.result()}
     unchanged, original = grades["unchanged"], grades["original"]
     passing = [t for t in fail_to_pass if t not in unchanged.failing and t not in unchanged.missing]

@@ -77,9 +77,11 @@ def test_a_fix_gated_on_an_indirect_runner_signal_is_not_solved(
 ) -> None:
     grade = _grade(pool, task, {SOURCE: _gated(pool, task, gate)})
     assert not grade.solved, grade
-    # grading's own configuration is fooled (the gate works); the plain run is what catches it
-    assert grade.status == "passed" and not grade.failing and not grade.tampering, grade
+    # grading's own configuration is fooled (its run passed: the gate works); the plain run is what catches it
+    assert grade.status == "passed" and not grade.tampering and not grade.error, grade
     assert grade.plain_status == "failed" and set(grade.plain_failing) == set(task["fail_to_pass"]), grade
+    assert set(grade.failing) == set(task["fail_to_pass"]), grade
+    assert all(s.endswith("when run plainly") for s in grade.failing.values()), grade
 
 
 @pytest.mark.docker
