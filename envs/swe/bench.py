@@ -133,5 +133,5 @@ def _grade_reference_fix(pool: Any, artifact: BugArtifact, verdict: ValidationRe
         changes = changes_between(start, snapshot(sandbox))
     finally:
         sandbox.close()
-    grade = grade_repair(pool, artifact, verdict.expected, changes)
+    grade = grade_repair(pool, artifact, verdict.expected, changes, fail_to_pass=verdict.fail_to_pass)
     return time.perf_counter() - t0, grade.solved

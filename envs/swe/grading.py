@@ -22,12 +22,19 @@ each of which stops its class of attack on its own:
    recorded another), so no code can behave one way under validation and another under grading;
    validation also grades the bug state and the original code through this very function before
    it accepts a bug (:mod:`~sparring.envs.swe.parity`).
-4. **Bounded by the clean suite's time**: the run may take :func:`grade_time_limit` of the time
+4. **The fix outside the test runner's configuration**: a repair whose run passed has its
+   FAIL_TO_PASS tests run again in another fresh container in the harness's plain configuration
+   (``harness_run(plain=True)``: no capture, no logging or warnings plugin, no assertion
+   rewriting, no signal timer, another home, working directory, temporary folder, command line and
+   environment), and is solved only if they pass there too. A fix that exists only where it
+   detects the runner (through anything: a denylist of reads cannot be complete) fails there.
+5. **Bounded by the clean suite's time**: the run may take :func:`grade_time_limit` of the time
    the original code's run took when validation graded it (a multiple plus a constant), so a
    repair that hangs costs a container for seconds, not the whole test timeout; past it the grade
    is ``status == "timeout"``.
 
-Solved only if the run ended honestly and every expected test id is present and passes. Nothing
+Solved only if the run ended honestly and every expected test id is present and passes, and the
+plain run ended honestly with every FAIL_TO_PASS test passing. Nothing
 the solver left behind makes grading raise: a failure while applying or running its changes is an
 unsolved grade with ``error`` set.
 """
@@ -45,7 +52,7 @@ from sparring.envs.swe.bugs.artifact import BugArtifact, diff_files, split_diff
 from sparring.envs.swe.capabilities import added_uses, load_capabilities
 from sparring.envs.swe.carry import CarryPlan, carry_plan, protected_paths
 from sparring.envs.swe.harness import HONEST_STATUSES, harness_run, pytest_ini
-from sparring.envs.swe.runs import BUG_DIR, BUGGY, GIT, WEAKENED, _q, _tar, prepare_state
+from sparring.envs.swe.runs import BUG_DIR, BUGGY, GIT, MAX_TARGET_IDS, WEAKENED, _q, _tar, prepare_state
 
 __all__ = [
     "PER_TEST_TIMEOUT",
@@ -192,7 +199,9 @@ class GradeResult:
     Attributes:
         solved: The run ended honestly and every expected test is present and passes.
         passed: Expected tests that passed.
-        failing: Expected tests present but not passing (test id -> status).
+        failing: Expected tests present but not passing (test id -> status); for a repair whose
+            grading run passed, the FAIL_TO_PASS tests the plain run did not pass (``STATUS when
+            run plainly``).
         missing: Expected tests absent from the run (collection errors land here).
         ignored: Paths whose changes grading dropped (:mod:`~sparring.envs.swe.carry`).
         ignored_reasons: Path -> why it was dropped.
@@ -205,6 +214,11 @@ class GradeResult:
         seconds: Wall time of grading.
         test_seconds: Seconds the test run took (0 when nothing ran).
         time_limit: Seconds the test run was allowed (:func:`grade_time_limit`).
+        plain_status: Status of the plain run of the FAIL_TO_PASS tests (module docstring, layer
+            4); empty when it did not run (the grading run did not pass).
+        plain_failing: FAIL_TO_PASS tests that did not pass in the plain run (test id -> status,
+            ``missing`` when absent, the run's status when it did not end honestly).
+        plain_seconds: Seconds the plain run took (0 when it did not run).
     """
 
     solved: bool
@@ -219,6 +233,9 @@ class GradeResult:
     seconds: float = 0.0
     test_seconds: float = 0.0
     time_limit: float = 0.0
+    plain_status: str = ""
+    plain_failing: dict[str, str] = field(default_factory=dict)
+    plain_seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (``info["outcome"]`` of the repair env)."""
@@ -286,6 +303,8 @@ def grade_repair(
     *,
     clean_seconds: float | None = None,
     per_test_timeout: float = PER_TEST_TIMEOUT,
+    fail_to_pass: list[str] | None = None,
+    plain_always: bool = False,
 ) -> GradeResult:
     """Grade a repair in a fresh container of ``pool`` (never the solver's own); see the module docstring.
 
@@ -299,6 +318,10 @@ def grade_repair(
             (:func:`grade_time_limit`); the task records it (``task["clean_seconds"]``).
         per_test_timeout: Seconds one test may take: the value validation ran the bug with
             (``task["per_test_timeout"]``).
+        fail_to_pass: The tests the plain run repeats (those the bug makes fail); None: all of
+            ``expected``.
+        plain_always: Run the plain configuration even when the grading run did not pass
+            (validation's check 12 asks whether the bug state fails there too).
 
     Raises:
         SparringError: No container could be started (the engine, not the solver).
@@ -347,8 +370,40 @@ def grade_repair(
     result.failing = {t: s for t in expected if (s := run.tests.get(t, "passed")) != "passed"}
     result.passed = sum(1 for t in expected if run.tests.get(t) == "passed")
     result.solved = bool(expected) and honest and not result.missing and not result.failing
+    targets = list(expected if fail_to_pass is None else fail_to_pass)
+    if targets and (result.solved or plain_always):
+        _plain_grade(pool, artifact, plan, config, targets, limit, result)
+        if result.solved and result.plain_failing:  # a test failure, as the grading run's would be
+            result.solved, result.passed = False, result.passed - len(result.plain_failing)
+            result.failing = {t: f"{s} when run plainly" for t, s in result.plain_failing.items()}
     result.seconds = round(time.perf_counter() - t0, 3)
     return result
+
+
+def _plain_grade(
+    pool: Any, artifact: BugArtifact, plan: CarryPlan, config: str, targets: list[str], limit: float, out: GradeResult
+) -> None:
+    """Run ``targets`` in the plain configuration in a fresh container (nothing the first run left is there).
+
+    Fills ``out.plain_*``; a failure to apply or run the changes counts as every target failing.
+    """
+    sandbox = pool.acquire()
+    try:
+        try:
+            _bug_state(sandbox, artifact)
+            apply_changes(sandbox, artifact, plan)
+            what = targets if len(targets) <= MAX_TARGET_IDS else artifact.test_files
+            run = harness_run(sandbox, what, expected=targets, timeout=limit, config=config, plain=True)
+        except Exception as e:  # as for the first run: the solver's files failed the grading
+            out.plain_status, out.plain_failing = "error", {t: f"error: {e}"[:300] for t in targets}
+            return
+    finally:
+        sandbox.close()
+    out.plain_status, out.plain_seconds = run.status, round(run.seconds, 3)
+    if run.status not in HONEST_STATUSES:
+        out.plain_failing = {t: f"{run.status}: {run.detail}"[:300] for t in targets}
+    else:
+        out.plain_failing = {t: s for t in targets if (s := run.tests.get(t, "missing")) != "passed"}
 
 
 def higher_order_artifact(pool: Any, artifact: BugArtifact, changes: SolverChanges) -> BugArtifact | None:

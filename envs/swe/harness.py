@@ -32,6 +32,20 @@ left to the repository, the artifact or the code under test:
   forged code objects that reaching pytest's objects needs, and the recorder checks at every
   report that pytest's and pluggy's modules, classes and hook implementations are unchanged and
   that a test reported passed did return. Either finding makes the run a crash (``tampering``).
+* **A second, plain configuration** (``plain=True``, :data:`PLAIN_ARGS`): the same guard,
+  recorder and honesty rules, but every artefact of the test runner that code could read without
+  a name the AST check refuses is changed: output capture off (``-s``), no logging, warnings,
+  faulthandler or unraisable/thread-exception plugin (logging stays where the tests use
+  ``caplog``), ``--assert=plain`` (no import hook on ``sys.meta_path``), test folders appended
+  to ``sys.path`` rather than put first (``--import-mode=append``), no per-test timer on
+  SIGALRM (pytest-timeout only as a thread timer for the tests' own marks), a random user id with
+  no name, the sandbox user's home (:data:`PLAIN_HOME`, which that id cannot write) as ``HOME``,
+  working directory and first entry of ``sys.path``, a random ``TMPDIR`` under ``/var/tmp``, the
+  bootstrap under a random name in a random folder outside ``/tmp`` with one argument instead of
+  three, no ``-s`` flag, an environment shaped like a login's (``USER``, ``SHELL``; no
+  ``PYTEST_*`` or ``PYTHONDONTWRITEBYTECODE`` variable once the session starts). Grading re-runs
+  the FAIL_TO_PASS tests this way, so a fix that exists only under the runner's configuration
+  fails there.
 
 A run counts only if it **ended honestly**: pytest exited on its own (not killed) with an exit code
 equal to the session status in its record and consistent with it (0: every test passed or was
@@ -66,6 +80,7 @@ import tarfile
 import time
 import uuid
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +108,15 @@ OUTPUT_TAIL = 8000
 
 _BOOT = Path(__file__).with_name("harness_boot.py")
 _GUARD = Path(__file__).with_name("harness_guard.py")
+#: The plain run's home and working directory: the sandbox user's, which the run's user cannot write.
+PLAIN_HOME = "/home/sparring"
+#: What the plain configuration adds to pytest's arguments (see the module docstring).
+PLAIN_ARGS = ("-s", "--assert=plain", "--import-mode=append", *("-p", "no:warnings", "-p", "no:faulthandler"),
+              *("-p", "no:unraisableexception", "-p", "no:threadexception"))  # fmt: skip
+#: Arguments of the plain run that the boot drops where the test files name the fixture.
+PLAIN_UNLESS_USED = {"caplog": ["-p", "no:logging"]}
+#: Arguments of the plain run given only when the plugin is there: its timer never uses a signal.
+PLAIN_PLUGIN_ARGS = {"pytest_timeout": ["--timeout=0", "--timeout-method=thread"]}
 _CHANGED = 97  # harness_boot.CHANGED: the run refused to start (a pinned conftest.py or __init__.py differs)
 _ROOT = "/repo"
 _STATUS_LINE = re.compile(r"^sparring-harness rc=(\d+) strays=(\d+) alive=(\d+) bytes=(\d+)$", re.M)
@@ -126,12 +150,12 @@ def _harness_tar(folder: str, files: dict[str, bytes]) -> bytes:
     return buf.getvalue()
 
 
-def _put_boot(sandbox: Any, token: str, files: dict[str, bytes] | None = None) -> str:
-    """Copy the harness's folder (``boot.py`` and ``files``) into the container; returns its path."""
-    folder = f"sparring-harness-{token}"
+def _put_boot(sandbox: Any, token: str, files: dict[str, bytes] | None = None, base: str = "/tmp") -> str:
+    """Copy the harness's folder (``boot.py`` and ``files``) into the container's ``base``; returns its path."""
+    folder = f"sparring-harness-{token}" if base == "/tmp" else token
     boot = {"boot.py": _BOOT.read_bytes(), "guard.py": _GUARD.read_bytes()}
-    sandbox.put_archive("/tmp", _harness_tar(folder, {**boot, **(files or {})}))
-    return f"/tmp/{folder}"
+    sandbox.put_archive(base, _harness_tar(folder, {**boot, **(files or {})}))
+    return f"{base}/{folder}"
 
 
 def pytest_ini(sandbox: Any, test_files: Sequence[str]) -> str:
@@ -160,8 +184,38 @@ def pytest_ini(sandbox: Any, test_files: Sequence[str]) -> str:
     return r.stdout
 
 
-def _command(folder: str, paths: list[str], config: str | None, hash_seed: int | None) -> str:
-    live = f"ps -o pid=,stat= -u {RUN_UID} | awk '$2 !~ /^Z/ {{print $1}}'"
+@dataclass(frozen=True)
+class _Plain:
+    """Where and as whom the plain run goes (random each run): see :func:`harness_run`."""
+
+    uid: int
+    boot: str
+    tmp: str
+    home: str = PLAIN_HOME
+
+
+def _launch(seed: str, uid: int, plain: _Plain | None) -> str:
+    """The lines that start pytest: grading's configuration, or the plain one."""
+    run_as = f"setpriv --reuid={uid} --regid={uid} --clear-groups --inh-caps=-all --"
+    if plain is None:
+        return f"""cd {_ROOT}
+env -i PATH="$PATH" LANG="${{LANG:-C.UTF-8}}" HOME=$F/home PYTHONHASHSEED={seed} PYTHONDONTWRITEBYTECODE=1 \\
+  PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {run_as} \\
+  python -P -s -S $F/boot.py run $F/run.json "${{PYTHONPATH:-}}" < /dev/null > $F/output 2>&1 \\
+  3> $F/priv/record.fifo 4< $F/priv/secret"""
+    user = plain.home.rstrip("/").rpartition("/")[2]
+    return f"""printf %s "${{PYTHONPATH:-}}" > $F/pythonpath
+cp $F/boot.py $F/{plain.boot} && install -d -o {uid} -g {uid} -m 700 {plain.tmp}
+cd {plain.home}
+env -i PATH="$PATH" LANG="${{LANG:-C.UTF-8}}" HOME={plain.home} USER={user} LOGNAME={user} SHELL=/bin/bash \\
+  TMPDIR={plain.tmp} PYTHONHASHSEED={seed} {run_as} \\
+  python -P -S $F/{plain.boot} $F/run.json < /dev/null > $F/output 2>&1 \\
+  3> $F/priv/record.fifo 4< $F/priv/secret"""
+
+
+def _command(folder: str, paths: list[str], config: str | None, hash_seed: int | None, plain: _Plain | None) -> str:
+    uid = plain.uid if plain else RUN_UID
+    live = f"ps -o pid=,stat= -u {uid} | awk '$2 !~ /^Z/ {{print $1}}'"
     ini = (
         ""
         if config is not None
@@ -173,11 +227,7 @@ def _command(folder: str, paths: list[str], config: str | None, hash_seed: int |
 F={folder}
 {ini}mkfifo -m 600 $F/priv/record.fifo
 cat < $F/priv/record.fifo > $F/priv/record & reader=$!
-cd {_ROOT}
-env -i PATH="$PATH" LANG="${{LANG:-C.UTF-8}}" HOME=$F/home PYTHONHASHSEED={seed} PYTHONDONTWRITEBYTECODE=1 \\
-  PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 setpriv --reuid={RUN_UID} --regid={RUN_UID} --clear-groups --inh-caps=-all -- \\
-  python -P -s -S $F/boot.py run $F/run.json "${{PYTHONPATH:-}}" < /dev/null > $F/output 2>&1 \\
-  3> $F/priv/record.fifo 4< $F/priv/secret
+{_launch(seed, uid, plain)}
 rc=$?
 strays=$({live} | wc -l)
 for _ in $(seq 400); do pids=$({live}); [ -z "$pids" ] && break; kill -KILL $pids 2>/dev/null; sleep 0.005; done
@@ -197,6 +247,7 @@ def harness_run(
     config: str | None = None,
     hash_seed: int | None = None,
     test_timeout: float | None = None,
+    plain: bool = False,
 ) -> TestRun:
     """Run pytest on ``test_files`` in ``sandbox``'s ``/repo`` the harness's way, and judge how it ended.
 
@@ -210,6 +261,9 @@ def harness_run(
         hash_seed: ``PYTHONHASHSEED`` of the run; None keeps the image's (0), which test ids rely on.
         test_timeout: Seconds one test may take (pytest-timeout's ``signal`` method: the test
             fails and is listed in :attr:`TestRun.timed_out_tests`); None sets no per-test limit.
+        plain: Run in the plain configuration (the module docstring): no capture, no logging or
+            warnings plugin, no assertion rewriting, no signal timer (``test_timeout`` is not used),
+            another home, working directory, temporary folder, command line and environment.
 
     Returns:
         The :class:`TestRun`. ``status`` is ``crash`` (with ``detail`` saying why, and no
@@ -222,21 +276,28 @@ def harness_run(
     """
     paths = _check_paths(test_files)
     token = uuid.uuid4().hex
-    folder = f"/tmp/sparring-harness-{token}"
+    # the plain run's user, folder, script and TMPDIR are random, nowhere near /tmp or the word "harness"
+    place = _Plain(secrets.randbelow(40000) + 20000, f"{token[16:24]}.py", f"/var/tmp/{token[24:]}") if plain else None
+    base = "/var/tmp" if plain else "/tmp"
+    folder = f"{base}/{token[:16]}" if plain else f"/tmp/sparring-harness-{token}"
+    timer = ("--timeout", f"{test_timeout:g}", "--timeout-method", "signal") if test_timeout and not plain else ()
     args = [
         *("-c", f"{folder}/pytest.ini", f"--rootdir={_ROOT}", f"--confcutdir={_ROOT}"),
         *("-p", "no:cacheprovider", "--color=no", "-o", "console_output_style=classic", "--tb=no"),
-        *(("--timeout", f"{test_timeout:g}", "--timeout-method", "signal") if test_timeout else ()),
+        *(PLAIN_ARGS if plain else timer),
         *(f"{_ROOT}/{p}" for p in paths),
     ]
     spec = {"token": token, "root": _ROOT, "plugins": list(PLUGINS), "args": args, "files": paths,
-            "ini": f"{folder}/pytest.ini"}  # fmt: skip
+            "ini": f"{folder}/pytest.ini", "plain": plain}  # fmt: skip
+    if plain:
+        spec |= {"unless_used": PLAIN_UNLESS_USED, "plugin_args": PLAIN_PLUGIN_ARGS}
     secret = secrets.token_bytes(32)  # signs the record; never on a command line (those are world-readable)
     files = {"run.json": json.dumps(spec).encode(), "priv/secret": secret}
     if config is not None:
         files["pytest.ini"] = config.encode()
-    _put_boot(sandbox, token, files)
-    result = sandbox.exec(_command(folder, paths, config, hash_seed), workdir="/", user="root", timeout=timeout)
+    _put_boot(sandbox, token[:16] if plain else token, files, base)
+    command = _command(folder, paths, config, hash_seed, place)
+    result = sandbox.exec(command, workdir="/", user="root", timeout=timeout)
     record: bytes | None = None
     status = _STATUS_LINE.search(result.stdout)
     if status and int(status.group(4)) <= MAX_RECORD_BYTES:
@@ -245,7 +306,8 @@ def harness_run(
         except Exception:  # the container broke meanwhile: judged below as a crash
             record = None
     # After a timeout the command's process group is gone, but a process of the run may have left it.
-    sandbox.exec(f"pkill -KILL -u {RUN_UID}; rm -rf {folder}", workdir="/", user="root", timeout=30)
+    uid, gone = (place.uid, f"{folder} {place.tmp}") if place else (RUN_UID, folder)
+    sandbox.exec(f"pkill -KILL -u {uid}; rm -rf {gone}", workdir="/", user="root", timeout=30)
     run = _judge(result, status, record, token, secret)
     run.missing = sorted(set(expected) - set(run.tests))
     return run

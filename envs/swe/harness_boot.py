@@ -12,6 +12,10 @@ runs the tests. Two commands:
     also pins (by hash) every ``conftest.py`` and the test folders' ``__init__.py``: a run whose
     tree differs there refuses to start (exit :data:`CHANGED`).
 
+``python -P -S harness_boot.py SPEC`` runs the same in the plain configuration the SPEC describes
+    (``harness.PLAIN_ARGS``; the image's PYTHONPATH in the file ``pythonpath`` beside SPEC): see
+    :func:`plain_args`.
+
 ``python -P -s -S harness_boot.py run SPEC IMAGE_PYTHONPATH`` (as the run user) runs pytest with
     ``site`` off (no ``.pth`` file, no ``sitecustomize``/``usercustomize``), no user site and no
     script folder on ``sys.path``; it adds the interpreter's site-packages without processing its
@@ -356,8 +360,39 @@ def changed_pins(root, ini_path, files):
     return sorted(rel for rel in set(recorded) | set(now) if recorded.get(rel, "absent") != now.get(rel, "absent"))
 
 
+def plain_args(spec, loaded):
+    """The plain configuration's extra pytest arguments beyond ``spec["args"]``.
+
+    ``spec["unless_used"]`` maps a fixture to arguments given only where no test file names it
+    (the logging plugin provides ``caplog``); ``spec["plugin_args"]`` a plugin to arguments given
+    only where it was imported (``loaded``: names of the imported plugins).
+    """
+    text = ""
+    for rel in spec["files"]:
+        try:
+            with open(os.path.join(spec["root"], rel.split("::")[0]), encoding="utf-8", errors="replace") as f:
+                text += f.read()
+        except OSError:
+            pass
+    extra = [a for fixture, args in spec.get("unless_used", {}).items() if fixture not in text for a in args]
+    return extra + [a for name, args in spec.get("plugin_args", {}).items() if name in loaded for a in args]
+
+
+def _plain_plugin():
+    """In the plain run, the variables pytest sets for the session are gone before any test runs."""
+
+    class Plain:
+        def pytest_sessionstart(self, session):
+            for name in ("PYTEST_VERSION", "PYTEST_DISABLE_PLUGIN_AUTOLOAD", "PYTEST_ADDOPTS"):
+                os.environ.pop(name, None)
+
+    return Plain()
+
+
 def run(spec_path, image_pythonpath):
     """Run pytest as the module docstring says, and end the process with its exit status.
+
+    ``image_pythonpath`` None: the plain run's, read from the file ``pythonpath`` beside the spec.
 
     The process ends with ``os._exit`` as captured here, after flushing the standard streams: no
     exit hook, finalizer or replaced ``sys.exit`` of the tested code runs after the record.
@@ -365,6 +400,9 @@ def run(spec_path, image_pythonpath):
     import hashlib
 
     _exit, write, close, sha256 = os._exit, os.write, os.close, hashlib.sha256
+    if image_pythonpath is None:
+        with open(os.path.join(os.path.dirname(spec_path), "pythonpath"), encoding="utf-8") as f:
+            image_pythonpath = f.read().strip()
     secret = b""
     while chunk := os.read(SECRET_FD, 4096):
         secret += chunk
@@ -422,16 +460,24 @@ def _run(spec_path, image_pythonpath, secret, write, close, sha256):
     trusted += [os.path.join(spec["root"], rel) for rel in _pinned(spec["ini"])]
     integrity = guard.Integrity((TestReport, CollectReport), guard.make_trusted(folders, trusted))
     plugins = [make_recorder(pytest, fd, spec["token"], secret, write, close, sha256, integrity)]
+    loaded = []
     for name in spec["plugins"]:
         try:
             # given to pytest as a module object: ``-p NAME`` would make pytest import it by name
             # (and warn that it is already imported, an error under ``filterwarnings = error``)
             plugins.append(importlib.import_module(name))
+            loaded.append(name)
         except Exception:
             continue  # not installed in this image: its options stay unknown
+    entries = [spec["root"], *(p for p in image_pythonpath.split(os.pathsep) if p)]
+    if spec.get("plain"):
+        # autoloading stays off though the variable goes at session start (the plain plugin)
+        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        plugins.append(_plain_plugin())
+        args[:0] = plain_args(spec, loaded)
+        entries.insert(0, os.getcwd())  # as a script run from there has it (not writable by the run)
     # From here on the repository's code may run: the audit hook goes in first (see harness_guard).
     guard.install(folders, trusted, fd, write)
-    entries = [spec["root"], *(p for p in image_pythonpath.split(os.pathsep) if p)]
     sys.path[:0] = list(dict.fromkeys(os.path.abspath(p) for p in entries))
     if image_pythonpath:
         os.environ["PYTHONPATH"] = image_pythonpath  # as the image gives it to the tests' subprocesses
@@ -444,7 +490,9 @@ def main(argv):
         return 0
     if argv[:1] == ["run"] and len(argv) == 3:
         return run(argv[1], argv[2])
-    sys.stderr.write("usage: harness_boot.py ini ROOT FILE... | run SPEC IMAGE_PYTHONPATH\n")
+    if len(argv) == 1 and argv[0].endswith(".json"):
+        return run(argv[0], None)
+    sys.stderr.write("usage: harness_boot.py ini ROOT FILE... | run SPEC IMAGE_PYTHONPATH | SPEC\n")
     return 2
 
 

@@ -19,7 +19,9 @@ beside validation's runs) and through :func:`~sparring.envs.swe.grading.grade_re
   keyed on the test files' text or age, on the artifact or on the history the solver's tree lacks,
   is off there, and the solver could never see it;
 * check 12, ``graded_as_validated`` (:func:`graded_problem`): the bug state submitted unchanged is
-  graded with every FAIL_TO_PASS test failing, and the original code submitted as a repair (the
+  graded with every FAIL_TO_PASS test failing, in grading's configuration and in the plain one
+  grading repeats them in (a bug on only under the test runner is no bug of the package a user
+  imports), and the original code submitted as a repair (the
   solver's starting tree with the bug undone, read back and carried like any repair) is graded
   solved. Whatever differs between validation's runs and grading's (how the state is built, the
   files grading rewrites, a timer), the bug is judged where it will be graded; and a bug no repair
@@ -30,6 +32,7 @@ beside validation's runs) and through :func:`~sparring.envs.swe.grading.grade_re
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import secrets
 from concurrent.futures import ThreadPoolExecutor
@@ -249,10 +252,18 @@ def graded_problem(
     if view.error:
         return view.error, {}
     expected = fail_to_pass + pass_to_pass
-    kw = {"timeout": timeout, "per_test_timeout": per_test_timeout}
+    grade = functools.partial(
+        grade_repair,
+        pool,
+        artifact,
+        expected,
+        timeout=timeout,
+        per_test_timeout=per_test_timeout,
+        fail_to_pass=fail_to_pass,
+    )
     with ThreadPoolExecutor(max_workers=2) as ex:
-        left = ex.submit(grade_repair, pool, artifact, expected, SolverChanges(), **kw)
-        fixed = ex.submit(grade_repair, pool, artifact, expected, changes_between(view.start, view.original), **kw)
+        left = ex.submit(grade, SolverChanges(), plain_always=True)
+        fixed = ex.submit(grade, changes_between(view.start, view.original))
         grades = {"unchanged": left.result(), "original": fixed.result()}
     unchanged, original = grades["unchanged"], grades["original"]
     passing = [t for t in fail_to_pass if t not in unchanged.failing and t not in unchanged.missing]
@@ -262,6 +273,16 @@ def graded_problem(
         return (
             f"{len(passing)} FAIL_TO_PASS test(s) pass when grading runs the bug state unchanged (e.g. {passing[0]}): "
             "the bug is on in validation's runs only, and a repair that does nothing would be graded solved.",
+            grades,
+        )
+    if unchanged.plain_status not in HONEST_STATUSES:
+        return f"the bug state, run in the plain configuration, gave no result ({unchanged.plain_status})", grades
+    plain = [t for t in fail_to_pass if t not in unchanged.plain_failing]
+    if plain:
+        return (
+            f"{len(plain)} FAIL_TO_PASS test(s) pass when the bug state is run in the plain configuration (e.g. "
+            f"{plain[0]}): the bug is on only under the test runner's configuration, so the package a user "
+            "imports has no bug to repair.",
             grades,
         )
     if not original.solved:

@@ -147,6 +147,7 @@ class SWERepairEnv(SandboxTools, TextEnv):
             self.test_timeout,
             clean_seconds=task.get("clean_seconds"),
             per_test_timeout=task.get("per_test_timeout", PER_TEST_TIMEOUT),
+            fail_to_pass=task["fail_to_pass"],
         )
 
     @tool(example={"summary": "fixed the off-by-one in parse()"})

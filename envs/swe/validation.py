@@ -23,8 +23,9 @@
    that tells a repaired file from an untouched one cannot hide from this check;
 10. ``bug_capabilities`` — the code the bug adds uses no capability a repair's added code may not;
 11. ``solver_tree`` — the failing tests fail in the solver's own starting tree too;
-12. ``graded_as_validated`` — grading itself fails them on the unchanged bug state, and grades the
-    original code, submitted as a repair, solved (checks 10-12: :mod:`~sparring.envs.swe.parity`).
+12. ``graded_as_validated`` — grading itself fails them on the unchanged bug state (in grading's
+    configuration and in the plain one it repeats them in), and grades the original code,
+    submitted as a repair, solved (checks 10-12: :mod:`~sparring.envs.swe.parity`).
 
 Every verdict comes from the harness's own run (:func:`~sparring.envs.swe.harness.harness_run`:
 its own configuration, plugins and interpreter setup, a run that counts only if it ended

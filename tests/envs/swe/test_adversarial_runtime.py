@@ -117,7 +117,8 @@ def _grade(pool: Any, task: dict[str, Any], written: dict[str, bytes]) -> Any:  
     artifact = BugArtifact.from_dict(task["artifact"])
     before = {SOURCE: _buggy_source(pool, artifact, SOURCE)}
     after = before | written
-    return grade_repair(pool, artifact, _expected(task), changes_between(before, after), timeout=300)
+    changes = changes_between(before, after)
+    return grade_repair(pool, artifact, _expected(task), changes, timeout=300, fail_to_pass=task["fail_to_pass"])
 
 
 def _with(pool: Any, task: dict[str, Any], text: str, fixed: bool = False) -> bytes:  # noqa: F811
@@ -148,6 +149,7 @@ def test_correct_fixes_are_solved(pool: Any, task: dict[str, Any], way: str) -> 
         )
     grade = _grade(pool, task, written)
     assert grade.solved and grade.status == "passed" and not grade.tampering, grade
+    assert grade.plain_status == "passed" and not grade.plain_failing and grade.plain_seconds > 0, grade
 
 
 # ---------------------------------------------------------------- forged verdicts, the run itself

@@ -115,7 +115,9 @@ def test_stored_bugs_are_solved_by_their_reverse(store: Path, monkeypatch: pytes
         finally:
             box.close()
         assert changes.paths == sorted(diff_files(artifact.bug_inject_diff))
-        graded = grade_repair(pool, artifact, validation.expected, changes, timeout=120)
+        graded = grade_repair(
+            pool, artifact, validation.expected, changes, timeout=120, fail_to_pass=validation.fail_to_pass
+        )
         assert graded.solved, graded
         assert graded.passed == len(validation.expected)
         # and the grade can fail: leaving the bug in is not solved
