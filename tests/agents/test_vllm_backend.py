@@ -23,8 +23,12 @@ QUESTIONS = ("Name a fruit.", "What is the capital of France?", "Count from one 
 
 
 @pytest.fixture(scope="module")
-def engines() -> tuple[Any, Any]:
-    """An HF generator on its own float32 SmolLM2, and a vLLM engine mirroring that model."""
+def engines(bm25: Any) -> tuple[Any, Any]:
+    """An HF generator on its own float32 SmolLM2, and a vLLM engine mirroring that model.
+
+    The engine starts after the BM25 retriever is open, as in a search run (and in the whole suite):
+    bm25s imports numba, whose llvmlite library object broke the CPU engine's start.
+    """
     from sparring.agents.model import default_model_present
     from tests.conftest import require
 
@@ -90,6 +94,19 @@ def test_an_update_reaches_vllms_next_logprobs_tied_embeddings_included(engines:
         vllm.update_weights()
     restored = _assert_same(hf, vllm)
     assert [x for row in restored for x in row] == pytest.approx([x for row in before for x in row], abs=1e-6)
+
+
+def test_the_engine_start_sees_no_module_attribute_whose_vars_is_not_a_mapping(bm25: Any) -> None:
+    import llvmlite.binding.ffi as ffi  # numba's, imported by bm25s
+
+    from sparring.agents.vllm_backend import _dict_liars, _scan_safe_namespaces
+
+    original = ffi.lib
+    assert (ffi, "lib", original) in _dict_liars()  # what made vLLM's module scan raise
+    with _scan_safe_namespaces():
+        assert _dict_liars() == []
+        assert ffi.lib.LLVMPY_GetVersionInfo() == original.LLVMPY_GetVersionInfo()  # still forwards
+    assert ffi.lib is original
 
 
 def test_nucleus_sampling_is_refused_rather_than_recording_truncated_logprobs(engines: tuple[Any, Any]) -> None:
