@@ -101,8 +101,11 @@ class VLLMGenerator:
         self.name = resolve_model(model)
         self.policy = policy
         engine_args.setdefault("enforce_eager", True)  # no graph capture: startup in seconds, not minutes
-        if torch.cuda.is_available():  # the CPU engine sizes its KV cache by VLLM_CPU_KVCACHE_SPACE instead
+        # Sleep mode (weights offloaded, KV cache freed while the trainer updates) exists on CUDA only.
+        self._sleeps = torch.cuda.is_available()
+        if self._sleeps:  # the CPU engine sizes its KV cache by VLLM_CPU_KVCACHE_SPACE instead
             engine_args["gpu_memory_utilization"] = gpu_memory_utilization
+            engine_args.setdefault("enable_sleep_mode", True)
         threads, set_threads = torch.get_num_threads(), torch.set_num_threads
         try:
             with _scan_safe_namespaces():
@@ -164,6 +167,17 @@ class VLLMGenerator:
         )
         self.llm.apply_model(_reprocess_tied)
         self.llm.reset_prefix_cache()
+
+    def sleep(self) -> None:
+        """Before an update: on CUDA the engine offloads its weights and frees its KV cache (vLLM's sleep
+        level 1), so the trainer's update has the GPU memory; elsewhere nothing (the CPU engine cannot sleep)."""
+        if self._sleeps:
+            self.llm.sleep(level=1)
+
+    def wake_up(self) -> None:
+        """After an update, before :meth:`update_weights`: the engine takes its GPU memory back."""
+        if self._sleeps:
+            self.llm.wake_up()
 
     def clear_cache(self) -> None:
         """Drop the engine's prefix cache (benchmarks start each run cold)."""

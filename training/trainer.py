@@ -113,6 +113,8 @@ class Trainer:
 
         unpack_linears(self.policy_model)
         checkpointing = self.config.gradient_checkpointing and set_activation_checkpointing(self.policy_model, True)
+        # A colocated vLLM engine on CUDA sleeps through the update: the GPU memory is the trainer's meanwhile.
+        getattr(self.generator, "sleep", lambda: None)()
         self.model.train()
         try:
             yield
@@ -120,7 +122,8 @@ class Trainer:
             self.model.eval()
             if checkpointing:
                 set_activation_checkpointing(self.policy_model, False)
-            self.generator.update_weights()  # HF: drops stale KV prefixes, repacks; vLLM: reloads its copy
+            getattr(self.generator, "wake_up", lambda: None)()
+            self.generator.update_weights()  # HF: drops stale KV prefixes, repacks; vLLM, server: reload their copy
 
     def _autocast(self, bf16: bool) -> Any:
         """A bfloat16 autocast context when ``bf16`` (with ``config.bf16`` accelerate autocasts every pass already)."""
