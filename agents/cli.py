@@ -61,10 +61,20 @@ def _serve_policy(
     port: int = typer.Option(8000, help="Port to bind."),
     device: str = typer.Option("cpu", help="Torch device."),
     threads: int = typer.Option(None, help="Torch CPU threads (default: torch's choice)."),
+    engine: str = typer.Option(
+        "hf", help="hf (this project's server) or vllm (`vllm serve`, set up for the training backend `server`)."
+    ),
+    dtype: str = typer.Option("bfloat16", help="With --engine vllm: the served weights (bfloat16, float32)."),
 ) -> None:
-    """Serve a local HF model behind an OpenAI-compatible API (completions with token ids, chat)."""
-    from sparring.agents.server import serve
+    """Serve a local model behind an OpenAI-compatible API (completions with token ids, chat)."""
+    from sparring.agents.server import serve, serve_vllm
 
+    if engine == "vllm":
+        serve_vllm(model, host=host, port=port, dtype=dtype)
+    if engine != "hf":
+        from sparring import SparringError
+
+        raise SparringError(f"--engine must be hf or vllm, not {engine!r}.")
     _threads(threads)
     serve(model, host=host, port=port, device=device)
 

@@ -20,7 +20,10 @@ from sparring import SparringError
 from sparring.agents.generation import ChatGenerator, Generation, Generator, SamplingParams, row_seed
 from sparring.http import HTTPPolicy, JSONClient, ServerRefused
 
-__all__ = ["HTTPChatGenerator", "HTTPGenerator", "connect"]
+__all__ = ["HTTPChatGenerator", "HTTPGenerator", "VLLMServerGenerator", "connect"]
+
+#: How a vLLM server must be started for training (the dev endpoints and the logprob contract).
+VLLM_SERVE = "VLLM_SERVER_DEV_MODE=1 vllm serve MODEL --logprobs-mode processed_logprobs"
 
 
 class _Client(JSONClient):
@@ -193,6 +196,127 @@ class HTTPGenerator:
         return out
 
 
+class VLLMServerGenerator(HTTPGenerator):
+    """A ``vllm serve`` process (on other GPUs or another machine) as the trainer's generator.
+
+    Generation is :class:`HTTPGenerator`'s (token ids in, ids and logprobs out). The trainer's new
+    weights reach the server through a folder both can read: :meth:`update_weights` saves them there
+    as one safetensors file, then asks the server to reload from it with vLLM's own
+    ``reload_weights(weights_path=...)`` through its ``/collective_rpc`` endpoint, and drops the
+    server's prefix cache (``/reset_prefix_cache``), whose KV states came from the old weights. Those
+    endpoints exist when the server runs with ``VLLM_SERVER_DEV_MODE=1``.
+
+    The logprob contract (after temperature, before top-p) holds only on a server started with
+    ``--logprobs-mode processed_logprobs`` (read from its ``/server_info`` at connect), and only with
+    ``top_p=1``: vLLM's processed logprobs are those of the truncated distribution otherwise. Both
+    are refused in one sentence rather than recorded, as is a CPU server for a model with tied
+    embeddings (its output layer would keep the old weights after a reload).
+
+    Args:
+        base_url: Server root including ``/v1``.
+        weights_dir: A folder this process writes and the server reads (a shared file system).
+        policy: The trainer's model, whose parameters :meth:`update_weights` with no state dict pushes.
+        tokenizer: The trainer's tokenizer (None: the served model's).
+        model: The served model's name (None: the first of ``/v1/models``).
+        timeout: Seconds one request may take before it fails in one sentence (generation included).
+
+    Raises:
+        SparringError: The server is not reachable, lacks the dev endpoints, or returns raw logprobs.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        weights_dir: str | os.PathLike[str],
+        *,
+        policy: Any = None,
+        tokenizer: Any = None,
+        model: str | None = None,
+        timeout: float = 600.0,
+    ):
+        """Connect, check the server keeps the logprob contract, and push ``policy``'s weights."""
+        from pathlib import Path
+
+        super().__init__(base_url, model, tokenizer=tokenizer, timeout=timeout)
+        root = self.client.base_url.removesuffix("/v1")
+        self.admin = JSONClient(root, "the vLLM server", f"start it with `{VLLM_SERVE}`", HTTPPolicy(timeout_s=timeout))
+        self._check_server(policy)
+        self.policy = policy
+        self.weights_dir = Path(weights_dir)
+        self.weights_dir.mkdir(parents=True, exist_ok=True)
+        if policy is not None:  # the trainer's weights, not the served checkpoint's (a resumed run)
+            self._push(dict(policy.named_parameters()))
+
+    def _check_server(self, policy: Any) -> None:
+        """Refuse a server that cannot keep the logprob contract or would keep stale weights after a reload."""
+        try:
+            info = self.admin.get("/server_info?config_format=json")
+        except ServerRefused as e:
+            raise SparringError(
+                f"the vLLM server at {self.admin.base_url} has no /server_info: it must run with its dev endpoints "
+                f"(weights are pushed through them); start it with `{VLLM_SERVE}`."
+            ) from e
+        config = info.get("vllm_config") or {}
+        mode = (config.get("model_config") or {}).get("logprobs_mode")
+        if mode != "processed_logprobs":
+            raise SparringError(
+                f"the vLLM server at {self.admin.base_url} returns {mode} logprobs, not those after temperature the "
+                f"trainer recomputes; start it with `{VLLM_SERVE}`."
+            )
+        # vLLM's CPU engine keeps a packed copy of each linear weight; a reload refreshes a tied output
+        # layer's copy only in process (vllm_backend._reprocess_tied), which no endpoint can reach.
+        device = str((config.get("device_config") or {}).get("device"))  # "cpu", "cuda", "cuda:0", ...
+        if device.startswith("cpu") and getattr(getattr(policy, "config", None), "tie_word_embeddings", False):
+            raise SparringError(
+                f"the vLLM server at {self.admin.base_url} runs on CPU, where a reload leaves the output layer of a "
+                "model with tied embeddings on the old weights; serve it on a GPU, or use backend=vllm on CPU."
+            )
+
+    def update_weights(self, state_dict: Mapping[str, Any] | None = None) -> int:
+        """Push new weights (None: ``policy``'s parameters) to the server; returns the new version.
+
+        Raises:
+            SparringError: No state dict and no ``policy``, or the server did not reload in time.
+        """
+        if state_dict is None:
+            if self.policy is None:
+                raise SparringError(
+                    "VLLMServerGenerator.update_weights() without a state dict needs the trainer's model "
+                    "(policy=model); pass the new weights as a state dict instead."
+                )
+            state_dict = dict(self.policy.named_parameters())
+        self._push(state_dict)
+        self._version += 1
+        return self._version
+
+    def _push(self, state_dict: Mapping[str, Any]) -> None:
+        """Save ``state_dict`` to the shared folder; the server reloads it and drops its prefix cache."""
+        from safetensors.torch import save_file
+
+        tensors = {name: t.detach().to("cpu").contiguous() for name, t in state_dict.items()}
+        partial = self.weights_dir / "model.safetensors.partial"
+        save_file(tensors, str(partial))
+        # The server loads every *.safetensors of the folder: a half-written file must never be one.
+        partial.replace(self.weights_dir / "model.safetensors")
+        self.admin.post(
+            "/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": str(self.weights_dir)}}
+        )
+        self.admin.post("/reset_prefix_cache", {})
+
+    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Generation]:
+        """:meth:`HTTPGenerator.generate`, refusing ``top_p`` below 1 (the logprob contract).
+
+        Raises:
+            SparringError: ``top_p`` is below 1 while sampling.
+        """
+        if sampling.top_p < 1.0 and not sampling.greedy:
+            raise SparringError(
+                f"the server backend cannot sample with top_p={sampling.top_p}: vLLM's logprobs are then those of "
+                "the truncated distribution, not the tempered one the trainer recomputes; use top_p=1."
+            )
+        return super().generate(prompts, sampling)
+
+
 class HTTPChatGenerator:
     """A chat-only :class:`ChatGenerator` (hosted APIs): text in, text out, for evaluation only.
 
@@ -270,3 +394,4 @@ def connect(
 if TYPE_CHECKING:  # mypy holds the backends to the contracts the runner relies on
     _token_contract: type[Generator] = HTTPGenerator
     _chat_contract: type[ChatGenerator] = HTTPChatGenerator
+    _server_contract: type[Generator] = VLLMServerGenerator

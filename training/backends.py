@@ -4,14 +4,14 @@
 drops what it derived from the old weights). ``vllm`` runs vLLM's engine in the trainer's process
 with its own copy of the weights, which :meth:`~sparring.agents.generation.Generator.update_weights`
 refreshes from the trainer's parameters after every update (vLLM's ``reload_weights``). ``server``
-(a vLLM server on other GPUs) is not supported yet and is refused in one sentence.
+samples from a ``vllm serve`` process (other GPUs, another machine), whose weights are pushed
+after every update through a shared folder and the server's ``reload_weights`` endpoint.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sparring import SparringError
 from sparring.agents.generation import Generator
 from sparring.training.config import TrainConfig
 
@@ -22,7 +22,7 @@ def build_generator(config: TrainConfig, model: Any, tokenizer: Any, device: str
     """The generator of ``config.backend`` over the trainer's ``model`` (already on ``device``).
 
     Raises:
-        SparringError: ``backend`` is ``server`` (not supported yet) or vLLM is missing.
+        SparringError: vLLM is missing (``vllm``), or the server cannot be used (``server``).
     """
     generator: Any
     if config.backend == "hf":
@@ -46,9 +46,17 @@ def build_generator(config: TrainConfig, model: Any, tokenizer: Any, device: str
             max_model_len=config.max_context_tokens + config.max_new_tokens,
         )
     else:
-        raise SparringError(
-            "backend=server (a vLLM server on other GPUs, weights pushed after each update) is not supported yet; "
-            "use backend=hf or backend=vllm."
+        from pathlib import Path
+
+        from sparring.agents.http_backend import VLLMServerGenerator
+
+        generator = VLLMServerGenerator(
+            config.server_url,
+            config.server_weights_dir or Path(config.out) / "server_weights",
+            policy=model,
+            tokenizer=tokenizer,
+            timeout=config.server_timeout,
         )
+        return generator  # its name is the served model's, which every request names
     generator.name = str(config.model)
     return generator

@@ -245,9 +245,16 @@ class TrainConfig:
     sharded across the ranks, whole weights gathered for the generator and checkpoints). One rank: the same."""
     backend: str = "hf"
     """What samples the episodes: hf (the trainer's own model, transformers), vllm (vLLM in this process, its
-    weights reloaded from the trainer's after every update; needs the vllm extra), server (not supported yet)."""
+    weights reloaded from the trainer's after every update; needs the vllm extra), server (a ``vllm serve`` process
+    at ``server_url``, its weights pushed through ``server_weights_dir`` after every update)."""
     vllm_dtype: str = "bfloat16"
     """Weights of the vllm backend's copy of the policy (bfloat16, float32)."""
+    server_url: str = "http://127.0.0.1:8000/v1"
+    """The server backend's vLLM server, ``/v1`` included."""
+    server_weights_dir: str = ""
+    """A folder the trainer writes and the server reads (shared file system; empty: ``<out>/server_weights``)."""
+    server_timeout: float = 600.0
+    """Seconds one request to the server may take before the run stops with one sentence."""
     prefix_cache_tokens: int = 16384
     """Tokens of KV states the generator keeps between turns, so a turn prefills only what is new
     (SmolLM2-135M: 45 KiB each; 0: none)."""
@@ -334,7 +341,7 @@ RANGES: dict[str, Range] = {
         "search_solver_correct", "search_solver_wrong", "search_proposer_invalid", "swe_solver_solved",
         "swe_solver_unsolved", "swe_injector_invalid",
     ), (-1, 1, False, False)),
-    **dict.fromkeys(("lr", "warm_start_lr", "episode_seconds", "tis_cap"), ABOVE_0),
+    **dict.fromkeys(("lr", "warm_start_lr", "episode_seconds", "tis_cap", "server_timeout"), ABOVE_0),
     "gamma": (0, 1, False, False),
     # capped: a turn reward the size of the outcome would let the judge (the policy itself) outweigh the real result
     **dict.fromkeys(("judge_turn_weight", "judge_format_bonus", "search_gold_turn_reward", "swe_test_turn_reward"),

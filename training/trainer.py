@@ -125,6 +125,8 @@ class Trainer:
 
         unpack_linears(self.policy_model)
         checkpointing = self.config.gradient_checkpointing and set_activation_checkpointing(self.policy_model, True)
+        # A colocated vLLM engine on CUDA sleeps through the update: the GPU memory is the trainer's meanwhile.
+        getattr(self.generator, "sleep", lambda: None)()
         self.model.train()
         try:
             yield
@@ -132,6 +134,7 @@ class Trainer:
             self.model.eval()
             if checkpointing:
                 set_activation_checkpointing(self.policy_model, False)
+            getattr(self.generator, "wake_up", lambda: None)()
             self.sync_generator()
 
     def sync_generator(self) -> None:

