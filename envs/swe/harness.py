@@ -93,6 +93,7 @@ OUTPUT_TAIL = 8000
 
 _BOOT = Path(__file__).with_name("harness_boot.py")
 _GUARD = Path(__file__).with_name("harness_guard.py")
+_WATCH = Path(__file__).with_name("harness_watch.py")
 _CHANGED = 97  # harness_boot.CHANGED: the run refused to start (a pinned conftest.py or __init__.py differs)
 _ROOT = "/repo"
 _STATUS_LINE = re.compile(r"^sparring-harness rc=(\d+) strays=(\d+) alive=(\d+) bytes=(\d+)$", re.M)
@@ -129,7 +130,7 @@ def _harness_tar(folder: str, files: dict[str, bytes]) -> bytes:
 def _put_boot(sandbox: Any, token: str, files: dict[str, bytes] | None = None) -> str:
     """Copy the harness's folder (``boot.py`` and ``files``) into the container; returns its path."""
     folder = f"sparring-harness-{token}"
-    boot = {"boot.py": _BOOT.read_bytes(), "guard.py": _GUARD.read_bytes()}
+    boot = {"boot.py": _BOOT.read_bytes(), "guard.py": _GUARD.read_bytes(), "watch.py": _WATCH.read_bytes()}
     sandbox.put_archive("/tmp", _harness_tar(folder, {**boot, **(files or {})}))
     return f"/tmp/{folder}"
 

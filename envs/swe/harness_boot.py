@@ -51,8 +51,9 @@ DROPPED_OPTIONS = frozenset(
 PATH_OPTIONS = frozenset({"pythonpath"})
 
 #: Modules imported before the repository is on ``sys.path``, when present: pytest's own
-#: dependencies, which pytest imports lazily by name.
-PRELOAD = ("pluggy", "iniconfig", "packaging", "packaging.version", "_pytest._py.path", "pygments")
+#: dependencies, which pytest imports lazily by name, and ``unittest``, whose assertion methods
+#: tests rely on (held by ``harness_watch`` from before any repository code runs).
+PRELOAD = ("pluggy", "iniconfig", "packaging", "packaging.version", "_pytest._py.path", "pygments", "unittest")
 
 
 # ----------------------------------------------------------------------------------- configuration
@@ -223,6 +224,7 @@ def make_recorder(pytest, fd, token, secret, write, close, sha256, integrity):
     does not count such a run. A call phase reported passed must have been seen to return by the
     recorder's own innermost ``pytest_runtest_call`` wrapper.
     """
+    integrity, watch = integrity
     _repr, _int, _sorted, _set, _hasattr, _len = repr, int, sorted, set, hasattr, len
     status_of, severity, signer = _status, dict(_SEVERITY), sign
     base_exception, outcome_exceptions = BaseException, _outcome_exceptions(pytest)
@@ -261,10 +263,13 @@ def make_recorder(pytest, fd, token, secret, write, close, sha256, integrity):
         def pytest_collection_finish(self, session):
             state["items"] = [item.nodeid for item in session.items]
             note(integrity.snapshot(state["pm"]))
+            note(watch.check())  # before compiling the test files: the builtins and ast are still the ones held
+            note(watch.collected(session.items, session.config))
 
         @pytest.hookimpl(wrapper=True, trylast=True)
         def pytest_runtest_call(self, item):
             # innermost wrapper: what the test itself did, before any other hook sees it
+            note(watch.before_call(item))
             try:
                 result = yield
             except outcome_exceptions:
@@ -278,6 +283,8 @@ def make_recorder(pytest, fd, token, secret, write, close, sha256, integrity):
 
         def pytest_runtest_logreport(self, report):
             note(integrity.check(state["pm"], report, full=report.when == "call"))
+            if report.when == "teardown":  # after the test's fixtures (monkeypatch) undid what the test did
+                note(watch.check())
             count(report)
             status = status_of(report)
             if status == "passed" and observed.get(report.nodeid) != "returned":
@@ -289,7 +296,7 @@ def make_recorder(pytest, fd, token, secret, write, close, sha256, integrity):
 
         @pytest.hookimpl(trylast=True)
         def pytest_unconfigure(self, config):
-            note(integrity.check(state["pm"]))
+            note(integrity.check(state["pm"]) + watch.check())
             session = state["session"]
             record = {
                 "token": token,
@@ -337,12 +344,15 @@ def _pinned(ini_path):
     return recorded
 
 
-def _load_guard():
-    """The run-time guard (``guard.py`` beside this file), loaded by path before the repository is on the path."""
+def _load_guard(file="guard.py", name="sparring_harness_guard"):
+    """A part of the run-time guard beside this file (``guard.py``, ``watch.py``), loaded by path.
+
+    Called before the repository is on the path.
+    """
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guard.py")
-    spec = importlib.util.spec_from_file_location("sparring_harness_guard", path)
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), file)
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -421,7 +431,11 @@ def _run(spec_path, image_pythonpath, secret, write, close, sha256):
     trusted = [os.path.join(spec["root"], f.split("::")[0]) for f in spec["files"]]
     trusted += [os.path.join(spec["root"], rel) for rel in _pinned(spec["ini"])]
     integrity = guard.Integrity((TestReport, CollectReport), guard.make_trusted(folders, trusted))
-    plugins = [make_recorder(pytest, fd, spec["token"], secret, write, close, sha256, integrity)]
+    tests = [os.path.join(spec["root"], f.split("::")[0]) for f in spec["files"]]
+    watch = _load_guard("watch.py", "sparring_harness_watch").Watch(
+        guard.make_trusted(folders, trusted), guard.FRAMEWORK, tests
+    )
+    plugins = [make_recorder(pytest, fd, spec["token"], secret, write, close, sha256, (integrity, watch))]
     for name in spec["plugins"]:
         try:
             # given to pytest as a module object: ``-p NAME`` would make pytest import it by name
