@@ -39,42 +39,13 @@ import types
 
 # The builtins this module uses, bound in its own namespace now: tested code that replaces one in
 # ``builtins`` (which these checks report) must not blind the checks themselves.
+# fmt: off
 from builtins import (  # noqa: A004, UP029
-    Exception,
-    KeyError,
-    OSError,
-    SyntaxError,
-    ValueError,
-    all,
-    any,
-    bool,
-    bytes,
-    callable,
-    classmethod,
-    compile,
-    complex,
-    dict,
-    enumerate,
-    float,
-    frozenset,
-    getattr,
-    hasattr,
-    int,
-    isinstance,
-    len,
-    list,
-    map,
-    object,
-    open,
-    property,
-    set,
-    staticmethod,
-    str,
-    tuple,
-    type,
-    vars,
-    zip,
-)  # fmt: skip
+    Exception, KeyError, OSError, SyntaxError, ValueError, all, any, bool, bytes, callable, classmethod, compile,
+    complex, dict, enumerate, float, frozenset, getattr, hasattr, int, isinstance, len, list, map,
+    object, open, property, set, staticmethod, str, tuple, type, vars, zip,
+)
+# fmt: on
 
 _FUNCTION, _METHOD, _MODULE = types.FunctionType, types.MethodType, types.ModuleType
 _PLAIN = frozenset({str, bytes, int, float, bool, type(None), complex})
@@ -500,7 +471,7 @@ def _same(these, those):
 def _full(cell):
     """Whether a closure cell holds a value."""
     try:
-        cell.cell_contents
+        _ = cell.cell_contents
     except ValueError:
         return False
     return True
