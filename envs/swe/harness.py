@@ -31,7 +31,10 @@ left to the repository, the artifact or the code under test:
   hook refuses the repository's code the frames, gc lists, trace functions, native memory and
   forged code objects that reaching pytest's objects needs, and the recorder checks at every
   report that pytest's and pluggy's modules, classes and hook implementations are unchanged and
-  that a test reported passed did return. Either finding makes the run a crash (``tampering``).
+  that a test reported passed did return; ``harness_watch.py`` (copied too) checks what can be
+  changed in place with no audited operation: the import system, the builtins and the modules
+  tests rely on, the collected test functions against their files, the plugin manager's live
+  state. Any finding makes the run a crash (``tampering``).
 
 A run counts only if it **ended honestly**: pytest exited on its own (not killed) with an exit code
 equal to the session status in its record and consistent with it (0: every test passed or was
