@@ -22,7 +22,10 @@ runs the tests. Two commands:
     repository is on the path).
 
 Before the repository is on ``sys.path`` the bootstrap loads ``guard.py`` (``harness_guard.py``)
-and installs its audit hook; the recorder checks the guard's integrity snapshot at every report.
+and installs its audit hook, and loads ``watch.py`` (``harness_watch.py``), whose snapshot of the
+builtins and the loaded modules is taken then; the recorder checks the guard's integrity snapshot
+at every report, and the watch at collection's end, before each test's call, after its teardown
+and at unconfigure.
 
 The recorder keeps every report pytest gives (collection and test phases) and, when pytest
 unconfigures, writes ONE line to file descriptor 3: an HMAC and a Python literal holding the token
@@ -211,7 +214,7 @@ def sign(secret, payload, sha256):
     return sha256(bytes(b ^ 0x5C for b in key) + inner).hexdigest()
 
 
-def make_recorder(pytest, fd, token, secret, write, close, sha256, integrity):
+def make_recorder(pytest, fd, token, secret, write, close, sha256, guards):
     """The plugin object that records every report and writes the signed record to ``fd`` at unconfigure.
 
     ``write``, ``close`` and ``sha256`` are the functions as they were before the tested code could
@@ -219,12 +222,13 @@ def make_recorder(pytest, fd, token, secret, write, close, sha256, integrity):
     looked up in modules the tested code could change); the record is a Python literal made by
     ``repr`` of builtin types. The secret was read from a descriptor that is closed before any
     tested code runs. The state lives in this function's closure, not in attributes of the plugin
-    object pytest holds. ``integrity`` (:class:`harness_guard.Integrity`) is checked at every report
-    and at unconfigure; what it finds goes into the record's ``tampered`` list, and the harness
-    does not count such a run. A call phase reported passed must have been seen to return by the
-    recorder's own innermost ``pytest_runtest_call`` wrapper.
+    object pytest holds. ``guards`` is (:class:`harness_guard.Integrity`, :class:`harness_watch.Watch`):
+    the first is checked at every report and at unconfigure, the second as the module docstring
+    says; what they find goes into the record's ``tampered`` list, and the harness does not count
+    such a run. A call phase reported passed must have been seen to return by the recorder's own
+    innermost ``pytest_runtest_call`` wrapper.
     """
-    integrity, watch = integrity
+    integrity, watch = guards
     _repr, _int, _sorted, _set, _hasattr, _len = repr, int, sorted, set, hasattr, len
     status_of, severity, signer = _status, dict(_SEVERITY), sign
     base_exception, outcome_exceptions = BaseException, _outcome_exceptions(pytest)

@@ -32,6 +32,7 @@ What is left: a change made and undone within one test (between two checks), and
 to plain data (a list a test iterates); see docs/swe.md.
 """
 
+import builtins
 import itertools
 import operator
 import sys
@@ -39,13 +40,12 @@ import types
 
 # The builtins this module uses, bound in its own namespace now: tested code that replaces one in
 # ``builtins`` (which these checks report) must not blind the checks themselves.
-# fmt: off
-from builtins import (  # noqa: A004, UP029
-    Exception, KeyError, OSError, SyntaxError, ValueError, all, any, bool, bytes, callable, classmethod, compile,
-    complex, dict, enumerate, float, frozenset, getattr, hasattr, int, isinstance, len, list, map,
-    object, open, property, set, staticmethod, str, tuple, type, vars, zip,
-)
-# fmt: on
+_NAMES = """
+Exception KeyError OSError SyntaxError ValueError all any bool bytes callable classmethod compile complex
+dict enumerate float frozenset getattr hasattr int isinstance len list map object open property set
+staticmethod str tuple type vars zip
+"""
+globals().update({name: getattr(builtins, name) for name in _NAMES.split()})
 
 _FUNCTION, _METHOD, _MODULE = types.FunctionType, types.MethodType, types.ModuleType
 _PLAIN = frozenset({str, bytes, int, float, bool, type(None), complex})
