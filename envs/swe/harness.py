@@ -31,7 +31,10 @@ left to the repository, the artifact or the code under test:
   hook refuses the repository's code the frames, gc lists, trace functions, native memory and
   forged code objects that reaching pytest's objects needs, and the recorder checks at every
   report that pytest's and pluggy's modules, classes and hook implementations are unchanged and
-  that a test reported passed did return. Either finding makes the run a crash (``tampering``).
+  that a test reported passed did return; ``harness_watch.py`` (copied too) checks what can be
+  changed in place with no audited operation: the import system, the builtins and the modules
+  tests rely on, the collected test functions against their files, the plugin manager's live
+  state. Any finding makes the run a crash (``tampering``).
 * **A second, plain configuration** (``plain=True``, :data:`PLAIN_ARGS`): the same guard,
   recorder and honesty rules, but every artefact of the test runner that code could read without
   a name the AST check refuses is changed: output capture off (``-s``), no logging, warnings,
@@ -117,6 +120,7 @@ PLAIN_ARGS = ("-s", "--assert=plain", "--import-mode=append", *("-p", "no:warnin
 PLAIN_UNLESS_USED = {"caplog": ["-p", "no:logging"]}
 #: Arguments of the plain run given only when the plugin is there: its timer never uses a signal.
 PLAIN_PLUGIN_ARGS = {"pytest_timeout": ["--timeout=0", "--timeout-method=thread"]}
+_WATCH = Path(__file__).with_name("harness_watch.py")
 _CHANGED = 97  # harness_boot.CHANGED: the run refused to start (a pinned conftest.py or __init__.py differs)
 _ROOT = "/repo"
 _STATUS_LINE = re.compile(r"^sparring-harness rc=(\d+) strays=(\d+) alive=(\d+) bytes=(\d+)$", re.M)
@@ -153,7 +157,7 @@ def _harness_tar(folder: str, files: dict[str, bytes]) -> bytes:
 def _put_boot(sandbox: Any, token: str, files: dict[str, bytes] | None = None, base: str = "/tmp") -> str:
     """Copy the harness's folder (``boot.py`` and ``files``) into the container's ``base``; returns its path."""
     folder = f"sparring-harness-{token}" if base == "/tmp" else token
-    boot = {"boot.py": _BOOT.read_bytes(), "guard.py": _GUARD.read_bytes()}
+    boot = {"boot.py": _BOOT.read_bytes(), "guard.py": _GUARD.read_bytes(), "watch.py": _WATCH.read_bytes()}
     sandbox.put_archive(base, _harness_tar(folder, {**boot, **(files or {})}))
     return f"{base}/{folder}"
 

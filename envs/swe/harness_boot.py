@@ -26,7 +26,10 @@ runs the tests. Two commands:
     repository is on the path).
 
 Before the repository is on ``sys.path`` the bootstrap loads ``guard.py`` (``harness_guard.py``)
-and installs its audit hook; the recorder checks the guard's integrity snapshot at every report.
+and installs its audit hook, and loads ``watch.py`` (``harness_watch.py``), whose snapshot of the
+builtins and the loaded modules is taken then; the recorder checks the guard's integrity snapshot
+at every report, and the watch at collection's end, before each test's call, after its teardown
+and at unconfigure.
 
 The recorder keeps every report pytest gives (collection and test phases) and, when pytest
 unconfigures, writes ONE line to file descriptor 3: an HMAC and a Python literal holding the token
@@ -55,8 +58,9 @@ DROPPED_OPTIONS = frozenset(
 PATH_OPTIONS = frozenset({"pythonpath"})
 
 #: Modules imported before the repository is on ``sys.path``, when present: pytest's own
-#: dependencies, which pytest imports lazily by name.
-PRELOAD = ("pluggy", "iniconfig", "packaging", "packaging.version", "_pytest._py.path", "pygments")
+#: dependencies, which pytest imports lazily by name, and ``unittest``, whose assertion methods
+#: tests rely on (held by ``harness_watch`` from before any repository code runs).
+PRELOAD = ("pluggy", "iniconfig", "packaging", "packaging.version", "_pytest._py.path", "pygments", "unittest")
 
 
 # ----------------------------------------------------------------------------------- configuration
@@ -214,7 +218,7 @@ def sign(secret, payload, sha256):
     return sha256(bytes(b ^ 0x5C for b in key) + inner).hexdigest()
 
 
-def make_recorder(pytest, fd, token, secret, write, close, sha256, integrity):
+def make_recorder(pytest, fd, token, secret, write, close, sha256, guards):
     """The plugin object that records every report and writes the signed record to ``fd`` at unconfigure.
 
     ``write``, ``close`` and ``sha256`` are the functions as they were before the tested code could
@@ -222,11 +226,13 @@ def make_recorder(pytest, fd, token, secret, write, close, sha256, integrity):
     looked up in modules the tested code could change); the record is a Python literal made by
     ``repr`` of builtin types. The secret was read from a descriptor that is closed before any
     tested code runs. The state lives in this function's closure, not in attributes of the plugin
-    object pytest holds. ``integrity`` (:class:`harness_guard.Integrity`) is checked at every report
-    and at unconfigure; what it finds goes into the record's ``tampered`` list, and the harness
-    does not count such a run. A call phase reported passed must have been seen to return by the
-    recorder's own innermost ``pytest_runtest_call`` wrapper.
+    object pytest holds. ``guards`` is (:class:`harness_guard.Integrity`, :class:`harness_watch.Watch`):
+    the first is checked at every report and at unconfigure, the second as the module docstring
+    says; what they find goes into the record's ``tampered`` list, and the harness does not count
+    such a run. A call phase reported passed must have been seen to return by the recorder's own
+    innermost ``pytest_runtest_call`` wrapper.
     """
+    integrity, watch = guards
     _repr, _int, _sorted, _set, _hasattr, _len = repr, int, sorted, set, hasattr, len
     status_of, severity, signer = _status, dict(_SEVERITY), sign
     base_exception, outcome_exceptions = BaseException, _outcome_exceptions(pytest)
@@ -265,10 +271,13 @@ def make_recorder(pytest, fd, token, secret, write, close, sha256, integrity):
         def pytest_collection_finish(self, session):
             state["items"] = [item.nodeid for item in session.items]
             note(integrity.snapshot(state["pm"]))
+            note(watch.check())  # before compiling the test files: the builtins and ast are still the ones held
+            note(watch.collected(session.items, session.config))
 
         @pytest.hookimpl(wrapper=True, trylast=True)
         def pytest_runtest_call(self, item):
             # innermost wrapper: what the test itself did, before any other hook sees it
+            note(watch.before_call(item))
             try:
                 result = yield
             except outcome_exceptions:
@@ -282,6 +291,8 @@ def make_recorder(pytest, fd, token, secret, write, close, sha256, integrity):
 
         def pytest_runtest_logreport(self, report):
             note(integrity.check(state["pm"], report, full=report.when == "call"))
+            if report.when == "teardown":  # after the test's fixtures (monkeypatch) undid what the test did
+                note(watch.check())
             count(report)
             status = status_of(report)
             if status == "passed" and observed.get(report.nodeid) != "returned":
@@ -293,7 +304,7 @@ def make_recorder(pytest, fd, token, secret, write, close, sha256, integrity):
 
         @pytest.hookimpl(trylast=True)
         def pytest_unconfigure(self, config):
-            note(integrity.check(state["pm"]))
+            note(integrity.check(state["pm"]) + watch.check())
             session = state["session"]
             record = {
                 "token": token,
@@ -341,12 +352,15 @@ def _pinned(ini_path):
     return recorded
 
 
-def _load_guard():
-    """The run-time guard (``guard.py`` beside this file), loaded by path before the repository is on the path."""
+def _load_guard(file="guard.py", name="sparring_harness_guard"):
+    """A part of the run-time guard beside this file (``guard.py``, ``watch.py``), loaded by path.
+
+    Called before the repository is on the path.
+    """
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guard.py")
-    spec = importlib.util.spec_from_file_location("sparring_harness_guard", path)
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), file)
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -459,7 +473,11 @@ def _run(spec_path, image_pythonpath, secret, write, close, sha256):
     trusted = [os.path.join(spec["root"], f.split("::")[0]) for f in spec["files"]]
     trusted += [os.path.join(spec["root"], rel) for rel in _pinned(spec["ini"])]
     integrity = guard.Integrity((TestReport, CollectReport), guard.make_trusted(folders, trusted))
-    plugins = [make_recorder(pytest, fd, spec["token"], secret, write, close, sha256, integrity)]
+    tests = [os.path.join(spec["root"], f.split("::")[0]) for f in spec["files"]]
+    watch = _load_guard("watch.py", "sparring_harness_watch").Watch(
+        guard.make_trusted(folders, trusted), guard.FRAMEWORK, tests
+    )
+    plugins = [make_recorder(pytest, fd, spec["token"], secret, write, close, sha256, (integrity, watch))]
     loaded = []
     for name in spec["plugins"]:
         try:

@@ -105,7 +105,16 @@ OTHER_EVENTS = frozenset(
 ALWAYS_EVENTS = frozenset({"sys.settrace", "sys.setprofile", "sys.addaudithook", "sys.monitoring.register_callback"})
 
 #: Module name prefixes of the test framework and the harness (their frames never act for untrusted code).
-FRAMEWORK = ("_pytest", "pytest", "pluggy", "pytest_timeout", "iniconfig", "__main__", "sparring_harness_guard")
+FRAMEWORK = (
+    "_pytest",
+    "pytest",
+    "pluggy",
+    "pytest_timeout",
+    "iniconfig",
+    "__main__",
+    "sparring_harness_guard",
+    "sparring_harness_watch",
+)
 
 
 def install(trusted_prefixes, trusted_files, fd, write):

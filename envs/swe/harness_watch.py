@@ -1,0 +1,493 @@
+"""The harness's watch over the live state that loads, collects and judges tests (inside the test process).
+
+Loaded by ``harness_boot.py`` beside ``harness_guard.py``, never by the host. The audit hook
+(``harness_guard.py``) refuses the operations that reach pytest's objects; this module covers the
+changes that need no audited operation at all: a list append, a dict entry, an instance attribute.
+Each check answers a list of problems, which the recorder puts into the record's ``tampered`` list
+(the harness then counts the run as a crash):
+
+* **The import system** (:meth:`Watch.import_system`): ``sys.meta_path``, ``sys.path_hooks`` and
+  ``sys.path_importer_cache`` are the very objects they were at start-up, and no entry (a finder,
+  a path hook, a cached finder, down to the loaders it holds and its closure's cells) is made of
+  code from an untrusted file. A finder of the repository could load a test module from altered
+  source (with a loader whose ``get_data`` edits it, the import system's own ``get_code`` compiles
+  it under the test file's name, which the audit hook allows).
+* **Namespaces the tests and the judging use** (:meth:`Watch.namespaces`): every callable, class and
+  module held by the builtins and by every module loaded before the repository was on the path
+  (the standard library, pytest's dependencies), and later by each new module from a trusted folder
+  and by the test modules, is the same object at each check; no module of them is replaced in the
+  module table; a name added to one shadows no builtin and holds no untrusted code. Checked at
+  collection's end, after each test's teardown (when fixtures such as ``monkeypatch`` have undone
+  what the test itself did) and at unconfigure. Values that the standard library's own setters or
+  pytest change around each test are left out (:data:`MUTABLE`).
+* **The collected tests** (:meth:`Watch.collected`, :meth:`Watch.before_call`): each test function
+  of a trusted test file has exactly the code that the file on disk compiles to (plain, or with
+  pytest's assertion rewriting), and a test whose name the file defines is that function; before
+  each call, the item still holds the function and the parameter values it was collected with.
+* **The plugin manager's live state**: the callables held by the plugin manager, its hook relay and
+  hook callers (the executor that runs every hook), and the values of ``config.option``, are the ones
+  they held when collection finished, and none is untrusted code.
+
+What is left: a change made and undone within one test (between two checks), and in-place changes
+to plain data (a list a test iterates); see docs/swe.md.
+"""
+
+import builtins
+import itertools
+import operator
+import sys
+import types
+
+# The builtins this module uses, bound in its own namespace now: tested code that replaces one in
+# ``builtins`` (which these checks report) must not blind the checks themselves.
+_NAMES = """
+Exception KeyError OSError SyntaxError ValueError all any bool bytes callable classmethod compile complex
+dict enumerate float frozenset getattr hasattr int isinstance len list map object open property set
+staticmethod str tuple type vars zip
+"""
+globals().update({name: getattr(builtins, name) for name in _NAMES.split()})
+
+_FUNCTION, _METHOD, _MODULE = types.FunctionType, types.MethodType, types.ModuleType
+_PLAIN = frozenset({str, bytes, int, float, bool, type(None), complex})
+_CONTAINERS = frozenset({list, tuple, set, frozenset})
+_DESCRIPTORS = (classmethod, staticmethod, property)
+_IS, _CALL, _chain = operator.is_, operator.call, itertools.chain.from_iterable
+
+#: Module attributes that the standard library's setters (``logging.setLoggerClass``, ...) or pytest
+#: around each test (warnings capture, the thread and unraisable-exception hooks) replace: (module, name).
+MUTABLE = frozenset(
+    {("warnings", "showwarning"), ("warnings", "_showwarnmsg_impl"), ("warnings", "_showwarning_orig"),
+     ("warnings", "formatwarning"), ("threading", "excepthook"), ("threading", "_profile_hook"),
+     ("threading", "_trace_hook"), ("logging", "_loggerClass"), ("logging", "_logRecordFactory"),
+     ("sys", "excepthook"), ("sys", "unraisablehook"), ("sys", "displayhook"), ("sys", "breakpointhook"),
+     ("sys", "stdout"), ("sys", "stderr"), ("sys", "stdin")}
+)  # fmt: skip
+
+#: The import system's containers, which must stay the very objects they were at start-up.
+IMPORT_SYSTEM = ("meta_path", "path_hooks", "path_importer_cache", "modules")
+
+
+class Watch:
+    """Snapshots of the live state above, taken before the repository is on the path, and the checks."""
+
+    def __init__(self, trusted, framework, test_files):
+        """Snapshot the builtins and the modules loaded so far (call before the repository is on the path).
+
+        Args:
+            trusted: ``trusted(filename)`` of ``harness_guard.make_trusted``.
+            framework: Module name prefixes of pytest, pluggy and the harness (checked by ``Integrity``).
+            test_files: Absolute paths of the run's test files.
+        """
+        self._trusted = trusted
+        self._framework = tuple(framework)
+        self._dotted = tuple(p + "." for p in framework)
+        self._test_files = frozenset(test_files)
+        self._classes = {}  # class -> why it is untrusted, or None
+        self._spaces, self._lens, self._names, self._modules, self._module_keys = [], [], [], [], []
+        self._getters, self._getter_spaces, self._flat, self._entries = [], [], [], []
+        self._held_classes = set()
+        self._proxies, self._proxy_lens, self._proxy_owners, self._held_keys = [], [], [], []
+        self._seen = 0
+        self._import_system = {name: getattr(sys, name) for name in IMPORT_SYSTEM}
+        self._import_shape = None
+        self._builtins = sys.modules["builtins"]
+        self._live = None
+        self._items = {}
+        self._new_modules()
+
+    # ------------------------------------------------------------------------ what is untrusted
+
+    def _foreign_class(self, cls):
+        """Where ``cls`` (or a base, or its metaclass) has untrusted code, or None."""
+        if cls in self._classes:
+            return self._classes[cls]
+        self._classes[cls] = None  # a cycle through a metaclass ends here
+        why = None
+        meta = type(cls)
+        if meta is not type:
+            why = self._foreign_class(meta)
+        for c in () if why else type.__dict__["__mro__"].__get__(cls):
+            filename = _file(sys.modules.get(c.__dict__.get("__module__") or ""))
+            if isinstance(filename, str) and not self._trusted(filename):
+                why = f"class {c.__qualname__} of {filename}"
+                break
+            for value in c.__dict__.values():
+                function = value.__func__ if isinstance(value, (classmethod, staticmethod)) else value
+                if type(function) is _FUNCTION and self._foreign_code(function):
+                    why = f"{c.__qualname__} with {self._foreign_code(function)}"
+                    break
+            if why:
+                break
+        self._classes[cls] = why
+        return why
+
+    def _foreign_code(self, function):
+        """Where ``function``'s code is untrusted, or None.
+
+        Code compiled from a string (``<string>``: dataclasses, namedtuple) counts as its globals'
+        module's, when those are a trusted module's namespace (or namedtuple's own).
+        """
+        filename = function.__code__.co_filename
+        if self._trusted(filename):
+            return None
+        if filename.startswith("<"):
+            space = function.__globals__
+            name = space.get("__name__")
+            module = sys.modules.get(name) if isinstance(name, str) else None
+            if type(module) is _MODULE and module.__dict__ is space:
+                owner = _file(module)
+                if owner is None or (isinstance(owner, str) and self._trusted(owner)):
+                    return None
+            elif isinstance(name, str) and name.startswith("namedtuple_") and space.get("__builtins__") == {}:
+                return None
+        return f"code of {filename}"
+
+    def foreign(self, obj, depth=3):
+        """Where ``obj`` is made of untrusted code (its function, class, closure, bound object, members), or None."""
+        kind = type(obj)
+        if kind in _PLAIN:
+            return None
+        if kind is _FUNCTION:
+            why = self._foreign_code(obj)
+            if why:
+                return why
+            for cell in (obj.__closure__ or ()) if depth > 0 else ():
+                try:
+                    inner = self.foreign(cell.cell_contents, depth - 1)
+                except ValueError:  # an empty cell
+                    continue
+                if inner:
+                    return inner
+            return None
+        if kind is _METHOD:
+            return self.foreign(obj.__func__, depth) or self.foreign(obj.__self__, depth - 1)
+        if isinstance(obj, type):
+            return self._foreign_class(obj)
+        why = self._foreign_class(kind)
+        if why or depth <= 0 or kind is _MODULE:
+            return why
+        if kind in _CONTAINERS or kind is dict:
+            members = list(obj.values() if kind is dict else obj)[:200]
+        else:
+            try:
+                space = obj.__dict__  # the class is trusted: its __dict__ is the plain one
+            except Exception:
+                space = None
+            members = list(space.values())[:200] if type(space) is dict else []
+            members += [getattr(obj, name, None) for name in ("func", "args", "keywords") if kind.__name__ == "partial"]
+        for member in members:
+            inner = self.foreign(member, depth - 1)
+            if inner:
+                return inner
+        return None
+
+    # ------------------------------------------------------------------------ the import system
+
+    def import_system(self):
+        """Problems of ``sys.meta_path``, ``sys.path_hooks`` and ``sys.path_importer_cache``.
+
+        The entries are walked again only when their shape (the objects they are and hold, two
+        levels down) differs from the last walk's: a walk reaches far (a finder holds pytest's config).
+        """
+        problems = [
+            f"sys.{name} was replaced" for name, obj in self._import_system.items() if getattr(sys, name) is not obj
+        ]
+        cache = list(sys.path_importer_cache.items())
+        entries = [*sys.meta_path, *sys.path_hooks, *(finder for _, finder in cache)]
+        shape = [m for e in entries for m in self._shape(e)]
+        if self._import_shape is not None and _same(shape, self._import_shape):
+            return problems
+        self._import_shape = shape
+        labels = ["a sys.meta_path entry"] * len(sys.meta_path) + ["a sys.path_hooks entry"] * len(sys.path_hooks)
+        labels += [f"the cached finder of {key!r}" for key, _ in cache]
+        for label, entry in zip(labels, entries, strict=True):
+            why = self.foreign(entry)
+            if why:
+                problems.append(f"{label} holds untrusted code ({why})")
+        return problems
+
+    def _shape(self, obj):
+        """The ids of ``obj`` and of what it holds, two levels down (a trusted class's instance, a closure)."""
+        out = [obj]
+        if type(obj) is _FUNCTION:
+            members = [c.cell_contents for c in obj.__closure__ or () if _full(c)]
+        elif self._classes.get(type(obj), False) is None and type(getattr(obj, "__dict__", None)) is dict:
+            members = list(obj.__dict__.values())  # a class already found trusted: its __dict__ is plain
+        else:
+            return out
+        for member in members:
+            out.append(member)
+            if type(member) in (list, tuple):
+                out += member[:50]
+        return out
+
+    # ------------------------------------------------------------------------ namespaces
+
+    def _watched_module(self, name, module):
+        if name in self._framework or name.startswith(self._dotted) or name == "__main__":
+            return False
+        filename = _file(module)
+        return filename is None or (
+            isinstance(filename, str) and self._trusted(filename) and filename not in self._test_files
+        )
+
+    def _watch(self, name, module, scan):
+        """Hold ``module``'s callables, classes and modules from now on; with ``scan``, refuse untrusted ones now."""
+        space = module.__dict__
+        problems = []
+        self._spaces.append(space)
+        self._lens.append(len(space))
+        self._names.append(name)
+        self._modules.append(module)
+        held = set()
+        self._module_keys.append(held)
+        pairs = []
+        for key, value in list(space.items()):
+            if (name, key) in MUTABLE or not (callable(value) or type(value) is _MODULE):
+                continue
+            if scan:
+                why = self.foreign(value, 1)
+                if why:
+                    problems.append(f"{name}.{key} is untrusted code ({why})")
+                    continue
+            pairs.append((key, value))
+            held.add(key)
+            if scan is not None and isinstance(value, type) and value.__dict__.get("__module__") == name:
+                problems += self._watch_class(f"{name}.{key}", value, scan)
+        self._hold(space, name, pairs)
+        return problems
+
+    def _hold(self, space, owner, pairs):
+        """Hold ``space``'s (key, value) ``pairs``: one ``itemgetter`` reads them all back at each check."""
+        if not pairs:
+            return
+        pairs.append(pairs[0])  # two keys at least: the getter then always answers a tuple
+        self._getters.append(operator.itemgetter(*(k for k, _ in pairs)))
+        self._getter_spaces.append(space)
+        self._flat += [v for _, v in pairs]
+        for key, value in pairs[:-1]:
+            self._entries.append((space, key, value, owner))
+
+    def _watch_class(self, owner, cls, scan):
+        """Hold the methods (and other callables, properties) of a class the module defines."""
+        if cls in self._held_classes:
+            return []
+        self._held_classes.add(cls)
+        proxy = cls.__dict__
+        problems = []
+        self._proxies.append(proxy)
+        self._proxy_lens.append(len(proxy))
+        self._proxy_owners.append(owner)
+        held = set()
+        self._held_keys.append(held)
+        pairs = []
+        for key, value in list(proxy.items()):
+            if not (callable(value) or isinstance(value, _DESCRIPTORS)):
+                continue
+            held.add(key)
+            why = (
+                self.foreign(getattr(value, "__func__", None) or getattr(value, "fget", None) or value, 1)
+                if scan
+                else None
+            )
+            if why:
+                problems.append(f"{owner}.{key} is untrusted code ({why})")
+                continue
+            pairs.append((key, value))
+        self._hold(proxy, owner, pairs)
+        return problems
+
+    def _new_modules(self, scan=False):
+        """Watch the modules from trusted folders that appeared since the last look."""
+        table = sys.modules
+        if len(table) == self._seen:
+            return []
+        self._seen = len(table)
+        known = set(self._names)
+        problems = []
+        for name, module in list(table.items()):
+            if name not in known and type(module) is _MODULE and self._watched_module(name, module):
+                problems += self._watch(name, module, scan)
+        return problems
+
+    def namespaces(self):
+        """What changed in the watched namespaces since they were taken (see the module docstring)."""
+        problems = []
+        try:  # C all the way: one getter call per namespace, then identity per value
+            same = all(map(_IS, _chain(map(_CALL, self._getters, self._getter_spaces)), self._flat))
+        except KeyError:
+            same = False
+        if not same:
+            missing = object()
+            problems += [f"{owner}.{key} was replaced" for space, key, value, owner in self._entries
+                         if space.get(key, missing) is not value]  # fmt: skip
+        if list(map(len, self._proxies)) != self._proxy_lens:
+            for i, (proxy, owner) in enumerate(zip(self._proxies, self._proxy_owners, strict=True)):
+                if len(proxy) != self._proxy_lens[i]:
+                    self._proxy_lens[i] = len(proxy)  # a cache filled in the class: looked at once per change
+                    if {k for k, v in proxy.items() if callable(v) or isinstance(v, _DESCRIPTORS)} != self._held_keys[
+                        i
+                    ]:
+                        problems.append(f"{owner} gained or lost a method")
+        if list(map(len, self._spaces)) != self._lens:
+            problems += self._added()
+        if not all(map(_IS, map(sys.modules.get, self._names), self._modules)):
+            pairs = zip(self._names, self._modules, strict=True)
+            problems += [
+                f"module {n} was replaced in the module table" for n, m in pairs if sys.modules.get(n) is not m
+            ]
+        return problems + self._new_modules(scan=True)
+
+    def _added(self):
+        builtin_names = self._builtins.__dict__.keys()
+        problems = []
+        for i, (space, name) in enumerate(zip(self._spaces, self._names, strict=True)):
+            if len(space) == self._lens[i]:
+                continue
+            self._lens[i] = len(space)
+            for key, value in list(space.items()):
+                if key in self._module_keys[i] or not (callable(value) or type(value) is _MODULE):
+                    continue
+                why = self.foreign(value, 1)
+                if why or (name != "builtins" and key in builtin_names and not key.startswith("__")):
+                    problems.append(f"{name}.{key} was added ({why or 'it shadows the builtin'})")
+        return problems
+
+    def check(self):
+        """The import system and the namespaces: everything checked after collection."""
+        return self.import_system() + self.namespaces() + self._live_problems()
+
+    # ------------------------------------------------------------------------ the collected tests
+
+    def _compiled(self, path, config, cache):
+        """Qualified name -> code objects the test file at ``path`` compiles to (plain and rewritten)."""
+        if path in cache:
+            return cache[path]
+        out = {}
+        try:
+            with open(path, "rb") as f:
+                source = f.read()
+            codes = [compile(source, path, "exec", dont_inherit=True)]
+        except (OSError, SyntaxError, ValueError):
+            codes = []
+        try:
+            from pathlib import Path
+
+            from _pytest.assertion.rewrite import _rewrite_test
+
+            codes.append(_rewrite_test(Path(path), config)[1])
+        except Exception:
+            pass  # pytest's rewriter is private API: without it the plain compile is the reference
+        while codes:
+            code = codes.pop()
+            out.setdefault(code.co_qualname, []).append(code)
+            codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+        cache[path] = out
+        return out
+
+    def collected(self, items, config):
+        """Each test function of a trusted file is what the file compiles to; snapshot what each item calls."""
+        problems, cache = [], {}
+        for item in items:
+            path = str(getattr(item, "path", ""))
+            if path not in self._test_files or not hasattr(item, "obj"):
+                continue
+            obj = item.obj
+            function = getattr(obj, "__func__", obj)
+            params = dict(getattr(getattr(item, "callspec", None), "params", None) or {})
+            self._items[item.nodeid] = (function, params)
+            compiled = self._compiled(path, config, cache)
+            own = _own_function(function, path)
+            if own is not None:
+                if not any(own.__code__ == c for c in compiled.get(own.__code__.co_qualname, ())):
+                    problems.append(
+                        f"{item.nodeid} runs code unlike what {path} compiles to (loaded from other source)"
+                    )
+                continue
+            cls = getattr(item, "cls", None)
+            name = getattr(item, "originalname", None) or item.name
+            if (f"{cls.__qualname__}.{name}" if cls is not None else name) in compiled:
+                problems.append(f"{item.nodeid} does not run the function {path} defines ({self.foreign(function)})")
+        for module in {getattr(item, "module", None) for item in items}:
+            if type(module) is _MODULE and _file(module) in self._test_files:
+                self._watch(module.__name__, module, None)  # its own classes are the tests' business
+        self._live = self._live_state(config)
+        objs, names, values = self._live[:3]
+        return problems + [f"pytest's {k} is untrusted code ({w})" for k, v in zip(names, values, strict=True)
+                           if callable(v) and (w := self.foreign(v, 1))]  # fmt: skip
+
+    def before_call(self, item):
+        """Problems of ``item`` just before its test runs: the function or parameters it was collected with changed."""
+        held = self._items.get(item.nodeid)
+        if held is None:
+            return []
+        function, params = held
+        obj = item.obj
+        problems = []
+        if getattr(obj, "__func__", obj) is not function:
+            problems.append(f"{item.nodeid}'s test function was replaced after collection")
+        now = getattr(getattr(item, "callspec", None), "params", None) or {}
+        if list(now) != list(params) or not _same(now.values(), params.values()):
+            problems.append(f"{item.nodeid}'s parameters were changed after collection")
+        return problems + self._live_problems()
+
+    # ------------------------------------------------------------------------ pytest's live state
+
+    def _live_state(self, config):
+        pm = config.pluginmanager
+        holders = [pm, pm.hook, *vars(pm.hook).values()]
+        objs, names, values = [], [], []
+        for o in holders:
+            for k in list(vars(o)) if hasattr(o, "__dict__") else list(getattr(type(o), "__slots__", ())):
+                if callable(v := getattr(o, k, None)):
+                    objs.append(o), names.append(k), values.append(v)
+        option = vars(config.option)
+        for k, v in list(option.items()):
+            objs.append(config.option), names.append(k), values.append(v)
+        return objs, names, values, len(option), option
+
+    def _live_problems(self):
+        if self._live is None:
+            return []
+        objs, names, values, size, option = self._live
+        problems = []
+        if not all(map(_IS, map(getattr, objs, names, [None] * len(names)), values)):
+            problems += [
+                f"pytest's {k} was replaced"
+                for o, k, v in zip(objs, names, values, strict=True)
+                if getattr(o, k, None) is not v
+            ]
+        if len(option) != size:
+            problems.append("an option was added to pytest's configuration")
+        return problems
+
+
+def _same(these, those):
+    """Whether two sequences hold the very same objects, in order (``id`` is not used: it is an audited event)."""
+    these, those = list(these), list(those)
+    return len(these) == len(those) and all(map(_IS, these, those))
+
+
+def _full(cell):
+    """Whether a closure cell holds a value."""
+    try:
+        _ = cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
+def _file(module):
+    """A plain module's ``__file__`` read from its namespace (no attribute hook runs), else None."""
+    return module.__dict__.get("__file__") if type(module) is _MODULE else None
+
+
+def _own_function(function, path):
+    """The function of ``path`` that ``function`` is or wraps (through ``__wrapped__``), or None."""
+    for _ in range(20):
+        if type(function) is not _FUNCTION:
+            return None
+        if function.__code__.co_filename == path:
+            return function
+        function = function.__dict__.get("__wrapped__")
+    return None
