@@ -35,6 +35,7 @@ from typing import Any
 import typer
 
 from sparring import SparringError, bench_machine, print_figures
+from sparring.training.config import TrainConfig
 from sparring.training.memory import peak_rss_gib
 
 __all__ = ["bench_command", "bench_train"]
@@ -79,7 +80,6 @@ def _run_ours(settings: dict[str, Any]) -> dict[str, Any]:
 
     import torch
 
-    from sparring.training.config import TrainConfig
     from sparring.training.game import GAMES, play_iteration
     from sparring.training.trainer import Trainer
 
@@ -101,6 +101,7 @@ def _run_ours(settings: dict[str, Any]) -> dict[str, Any]:
         warm_start=False,
         kl_coef=0.0,
         gradient_checkpointing=settings["checkpointing"],
+        update_tokens_per_batch=settings["update_tokens_per_batch"],
         out=out,
         seed=settings["seed"],
         threads=settings["threads"],
@@ -294,6 +295,7 @@ def bench_train(
     threads: int = 2,
     seed: int = 0,
     checkpointing: bool = True,
+    update_tokens_per_batch: int = TrainConfig.update_tokens_per_batch,
 ) -> dict[str, Any]:
     """Run our trainer, then TRL's GRPO, on the same solver tasks; return the figures.
 
@@ -309,6 +311,7 @@ def bench_train(
         threads: Torch CPU threads of each side.
         seed: Seed of task draws, sampling and updates.
         checkpointing: Recompute activations in the backward pass on both sides (ours' default and TRL's).
+        update_tokens_per_batch: Ours: tokens per forward pass of the update (1: one episode per pass).
     """
     try:
         import trl  # noqa: F401
@@ -316,8 +319,11 @@ def bench_train(
         raise SparringError(
             "TRL is not installed; install the training extras: pip install 'sparring[train]'."
         ) from None
-    if min(tasks, group, max_turns, max_new_tokens, iterations, threads) < 1 or warmup < 0:
-        raise SparringError("tasks, group, max-turns, max-new-tokens, iterations and threads must be at least 1.")
+    if min(tasks, group, max_turns, max_new_tokens, iterations, threads, update_tokens_per_batch) < 1 or warmup < 0:
+        raise SparringError(
+            "tasks, group, max-turns, max-new-tokens, iterations, threads and update-tokens-per-batch "
+            "must be at least 1."
+        )
     if group < 2:
         raise SparringError("--group must be at least 2: GRPO compares the attempts at one task.")
     settings = {
@@ -332,6 +338,7 @@ def bench_train(
         "threads": threads,
         "seed": seed,
         "checkpointing": checkpointing,
+        "update_tokens_per_batch": update_tokens_per_batch,
     }
     machine = bench_machine()
     ours = _in_child(_run_ours, settings)
@@ -362,6 +369,7 @@ def bench_train(
             "warmup_iterations": warmup,
             "same_tasks": True,
             "activation_checkpointing": checkpointing,
+            "ours_update_tokens_per_batch": update_tokens_per_batch,
             "objective": "PPO-clip 0.2/0.28, token-level mean, group std scaling, no KL, 1 step per iteration",
             "lr": lr,
         },
@@ -396,6 +404,10 @@ def bench_command(
     checkpointing: bool = typer.Option(
         True, "--checkpointing/--no-checkpointing", help="Recompute activations in the backward pass (both sides)."
     ),
+    update_tokens_per_batch: int = typer.Option(
+        TrainConfig.update_tokens_per_batch,
+        help="Ours: tokens per forward pass of the update (1: one episode per pass, as before micro-batching).",
+    ),
 ) -> None:
     """Seconds per iteration of our trainer and of TRL's GRPO on the same solver env, model and budget."""
 
@@ -410,5 +422,6 @@ def bench_command(
         threads=threads,
         seed=seed,
         checkpointing=checkpointing,
+        update_tokens_per_batch=update_tokens_per_batch,
     )
     print_figures(result, as_json)

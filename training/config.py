@@ -141,6 +141,11 @@ class TrainConfig:
     """Optimizer steps per iteration: the iteration's episodes, shuffled across roles and groups (seeded), split
     into this many mini-batches. With 1, the PPO ratio is 1 (the old logprobs are the weights being stepped) and
     only the truncated importance weight to the generator's logprobs acts; the clip acts from the second on."""
+    update_tokens_per_batch: int = 4096
+    """Tokens per forward pass of an update (old logprobs, KL reference, trained pass, warm start): episodes
+    longest first, as many as fit when each is padded to the longest's (bucketed) length; a longer episode
+    goes alone. Larger: fewer, wider passes (faster on CPU and GPU) and more activation memory; 1: one
+    episode per pass. The loss and gradients are the same whatever the value, up to float rounding."""
     gamma: float = 1.0
     """Discount of turn rewards in the return-to-go."""
     lam: float = 0.5
@@ -327,7 +332,8 @@ def _apply(config: TrainConfig, values: dict[str, Any], where: str) -> None:
 RANGES: dict[str, Range] = {
     **dict.fromkeys((
         "search_group", "swe_group", "search_max_turns", "swe_max_turns", "max_new_tokens", "max_context_tokens",
-        "concurrency", "updates_per_iteration", "warm_start_batch", "threads", "order2_per_iteration",
+        "concurrency", "updates_per_iteration", "update_tokens_per_batch", "warm_start_batch", "threads",
+        "order2_per_iteration",
     ), AT_LEAST_1),
     **dict.fromkeys((
         "iterations", "proposals", "drawn_tasks", "retries", "min_spread_groups", "max_top_ups",

@@ -5,6 +5,10 @@ fed to the model as one sequence; only the action tokens are scored. The model c
 only at the positions that predict an action token (``logits_to_keep``), so a 2,000-token
 episode with 200 action tokens costs 200 rows of the 49k-wide vocabulary, not 2,000: that keeps
 a CPU run of SmolLM2 within a few GiB.
+
+Several episodes go through the model together (:func:`token_batches` groups them under a token
+budget, :func:`batch_scores` scores a group): the rows are right-padded and masked, and the kept
+logits are picked by a boolean ``[B, T]`` mask, so each row's logprobs are its own forward's.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import torch
 
 from sparring.envs.core import Episode
 
-__all__ = ["Sequence", "action_logprobs", "action_scores", "bucket", "to_sequence"]
+__all__ = ["Sequence", "action_logprobs", "action_scores", "batch_scores", "bucket", "to_sequence", "token_batches"]
 
 
 @dataclass
@@ -99,6 +103,79 @@ def action_scores(
         with torch.no_grad():
             spread = torch.cat([-(part.exp() * part).sum(-1) for part in logprobs.detach().split(256)])
     return logprobs.gather(-1, ids[0, seq.targets.to(ids.device)].unsqueeze(-1)).squeeze(-1), spread
+
+
+def batch_scores(
+    model: torch.nn.Module, seqs: list[Sequence], temperature: float = 1.0, entropy: bool = True
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """:func:`action_scores` of every sequence of ``seqs``, from one forward pass over all of them.
+
+    The rows are right-padded to one bucketed length with an attention mask: every pad comes after
+    its row's last real token, so under causal attention no scored position sees one, and the mask
+    keeps them out of the attention anyway. Positions count from 0 in every row (right padding needs
+    no position ids). The logits are computed only at the scored positions, chosen by a boolean
+    ``[B, T]`` mask (``logits_to_keep``), plus unscored ones up to a bucketed count (the output
+    projection meets few shapes, as in :func:`action_scores`); those extra rows are dropped.
+
+    Returns:
+        Per sequence, in the order given: [N] logprobs of its action tokens (with grad when grad is
+        enabled) and [N] entropies (empty when ``entropy`` is False).
+    """
+    if len(seqs) == 1:
+        return [action_scores(model, seqs[0], temperature, entropy)]
+    device = _device(model)
+    width = bucket(max(len(s.input_ids) for s in seqs))
+    ids = torch.zeros(len(seqs), width, dtype=torch.long)
+    attention = torch.zeros(len(seqs), width, dtype=torch.long)
+    scored = torch.zeros(len(seqs), width, dtype=torch.bool)
+    for row, seq in enumerate(seqs):
+        length = len(seq.input_ids)
+        ids[row, :length] = seq.input_ids
+        ids[row, length:] = seq.input_ids[-1]  # any id: masked, and after every scored position
+        attention[row, :length] = 1
+        scored[row, seq.targets - 1] = True  # the position whose logits predict each target
+    count = int(scored.sum())
+    keep = scored.clone()
+    extra = min(bucket(count), keep.numel()) - count
+    if extra > 0:
+        keep.view(-1)[torch.nonzero(~keep.view(-1)).flatten()[:extra]] = True
+    out = model(
+        input_ids=ids.to(device), attention_mask=attention.to(device), logits_to_keep=keep.to(device), use_cache=False
+    )
+    logits = out.logits[scored[keep].to(device)].float()  # [count, V], row by row, positions ascending
+    if temperature and temperature != 1.0:
+        logits = logits / temperature
+    logprobs = torch.log_softmax(logits, dim=-1)
+    targets = torch.cat([seq.input_ids[seq.targets] for seq in seqs]).to(device)
+    taken = logprobs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    spread = torch.empty(0)
+    if entropy:
+        with torch.no_grad():
+            spread = torch.cat([-(part.exp() * part).sum(-1) for part in logprobs.detach().split(256)])
+    sizes = [seq.tokens for seq in seqs]
+    spreads = spread.split(sizes) if entropy else [torch.empty(0)] * len(seqs)
+    return list(zip(taken.split(sizes), spreads, strict=True))
+
+
+def token_batches(seqs: list[Sequence], budget: int) -> list[list[Sequence]]:
+    """``seqs`` grouped for :func:`batch_scores`: each group's padded size (rows × bucketed longest) within ``budget``.
+
+    Longest first, so a group's rows are of similar lengths and pad little; a sequence longer than
+    the budget is a group of its own. Sequences without action tokens are left out.
+
+    Example:
+        >>> seqs = [Sequence(torch.zeros(n, dtype=torch.long), torch.arange(1, 3), torch.zeros(2), torch.zeros(2))
+        ...         for n in (60, 100, 70, 300)]
+        >>> [[len(s.input_ids) for s in group] for group in token_batches(seqs, 512)]
+        [[300], [100, 70, 60]]
+    """
+    groups: list[list[Sequence]] = []
+    for seq in sorted((s for s in seqs if s.tokens), key=lambda s: -len(s.input_ids)):
+        if groups and (len(groups[-1]) + 1) * bucket(len(groups[-1][0].input_ids)) <= budget:
+            groups[-1].append(seq)
+        else:
+            groups.append([seq])
+    return groups
 
 
 def bucket(n: int) -> int:

@@ -5,9 +5,10 @@ Per iteration and game (:mod:`sparring.training.game`): play, assign rewards, th
 1. credit (:mod:`sparring.training.credit`): outcome advantages per group (never mixing domains or
    roles), turn advantages from the turn rewards, ``A = A^O + λ·A^T`` on every action token;
 2. optionally drop groups whose rewards are all equal (no signal);
-3. PPO-clip updates (:mod:`sparring.training.loss`) over the iteration's episodes, each episode one
-   forward pass that scores only its action tokens (:mod:`sparring.training.sequences`), gradients
-   accumulated to a token-level mean over the mini-batch of every rank;
+3. PPO-clip updates (:mod:`sparring.training.loss`) over the iteration's episodes, a few episodes per
+   forward pass (right-padded micro-batches of at most ``update_tokens_per_batch`` tokens) that scores only
+   their action tokens (:mod:`sparring.training.sequences`), gradients accumulated to a token-level mean
+   over the mini-batch of every rank;
 4. the generator samples from the new weights from then on (``update_weights``: its KV prefix cache
    and packed linear layers are copies of the old ones).
 
@@ -42,7 +43,7 @@ from sparring.training.game import GAMES, ReplayBuffer, Rollout, play_iteration
 from sparring.training.loss import LossConfig, policy_loss
 from sparring.training.memory import release
 from sparring.training.ranks import all_max, all_sum, mean_by_key, sum_gradients
-from sparring.training.sequences import Sequence, action_logprobs, action_scores, to_sequence
+from sparring.training.sequences import Sequence, batch_scores, to_sequence, token_batches
 
 __all__ = ["Trainer", "UpdateStats", "mini_batches", "training_device", "weights_dtype"]
 
@@ -156,7 +157,10 @@ class Trainer:
             group["lr"] = lr
 
     def _step(self, sequences: list[Sequence], score: Any) -> tuple[float, int]:
-        """One optimizer step over this rank's ``sequences``: ``score(seq, token_count)`` gives each one's loss share.
+        """One optimizer step over this rank's ``sequences``: ``score(batch, token_count)``, a micro-batch's loss share.
+
+        The micro-batches are :func:`~sparring.training.sequences.token_batches` of ``update_tokens_per_batch``
+        tokens; each is one forward and one backward pass.
 
         The token count is every rank's together and the ranks' gradients are summed, so the step follows
         the token-level mean over all ranks' tokens (a rank with more tokens weighs more). Every rank calls
@@ -171,11 +175,11 @@ class Trainer:
         total_tokens = int(all_sum([float(local_tokens)], device)[0])
         local_loss = 0.0
         self.optimizer.zero_grad(set_to_none=True)
-        passes = [seq for seq in sequences if seq.tokens]
+        batches = token_batches(sequences, self.config.update_tokens_per_batch)
         # fsdp: each pass meets the other ranks, so all make as many as the busiest (counted before any pass)
-        for seq in passes + [IDLE] * idle_passes(self.policy_model, len(passes)):
-            loss = score(seq, total_tokens)
-            if seq is IDLE:
+        for batch in batches + [[IDLE]] * idle_passes(self.policy_model, len(batches)):
+            loss = score(batch, total_tokens)
+            if batch[0] is IDLE:
                 loss = loss * 0
             self.accelerator.backward(loss)
             local_loss += float(loss.detach())
@@ -204,9 +208,10 @@ class Trainer:
                 chunks += [[] for _ in range(all_max(len(chunks), self.accelerator.device) - len(chunks))]
                 for chunk in chunks:
 
-                    def nll(seq: Sequence, count: int) -> torch.Tensor:
+                    def nll(batch: list[Sequence], count: int) -> torch.Tensor:
                         with autocast:
-                            return -action_logprobs(self.policy_model, seq).sum() / max(1, count)
+                            scores = batch_scores(self.policy_model, batch, entropy=False)
+                        return -torch.cat([logp for logp, _ in scores]).sum() / max(1, count)
 
                     loss, tokens = self._step(chunk, nll)
                     stats.loss, stats.tokens = loss, stats.tokens + tokens
@@ -270,26 +275,33 @@ class Trainer:
                 chunk = [sequences[int(i)] for i in part]
                 collected: list[dict[str, float]] = []
 
-                def ppo(seq: Sequence, count: int, collected: list = collected) -> torch.Tensor:
+                def ppo(batch: list[Sequence], count: int, collected: list = collected) -> torch.Tensor:
                     with self._autocast(cfg.update_bf16):
-                        logp, entropy = action_scores(self.policy_model, seq, temperature)
-                    before = old.get(id(seq), logp.detach())  # the logprobs before this iteration's first step
+                        scores = batch_scores(self.policy_model, batch, temperature)
+                    # The micro-batch's action tokens side by side, [1, N]: the loss sums over tokens, so one row
+                    # holds what one row per sequence would, with no padding to mask.
+                    logp = torch.cat([lp for lp, _ in scores]).unsqueeze(0)
+                    # the logprobs before this iteration's first step
+                    before = torch.cat([old.get(id(s), lp.detach()) for s, (lp, _) in zip(batch, scores, strict=True)])
                     ref = None
                     if self.reference is not None:  # in the trained pass's precision: the KL starts at 0
                         with torch.no_grad(), self._autocast(cfg.update_bf16):
-                            ref = action_logprobs(self.reference, seq, temperature).unsqueeze(0)
+                            ref = torch.cat([lp for lp, _ in batch_scores(self.reference, batch, temperature, False)])
+                        ref = ref.unsqueeze(0)
+                    device = logp.device
                     loss, info = policy_loss(
-                        logp.unsqueeze(0),
+                        logp,
                         before.unsqueeze(0),
-                        seq.behaviour_logprobs.unsqueeze(0).to(logp.device),
-                        seq.advantages.unsqueeze(0).to(logp.device),
-                        torch.ones_like(logp, dtype=torch.bool).unsqueeze(0),
-                        weights=torch.full_like(logp, seq.weight).unsqueeze(0),
+                        torch.cat([s.behaviour_logprobs for s in batch]).unsqueeze(0).to(device),
+                        torch.cat([s.advantages for s in batch]).unsqueeze(0).to(device),
+                        torch.ones_like(logp, dtype=torch.bool),
+                        weights=torch.cat([torch.full((s.tokens,), s.weight) for s in batch]).unsqueeze(0).to(device),
                         ref_logprobs=ref,
                         config=self.loss_config,
                         token_count=count,
                     )
-                    collected.append(info | {"weight": float(seq.tokens), "entropy": float(entropy.mean())})
+                    entropy = torch.cat([e for _, e in scores])
+                    collected.append(info | {"weight": float(logp.numel()), "entropy": float(entropy.mean())})
                     return loss
 
                 loss, tokens = self._step(chunk, ppo)
@@ -309,16 +321,20 @@ class Trainer:
 
         Computed with the model in eval mode (dropout off, as the generator sampled), train mode restored after.
         """
-        idle = idle_passes(self.policy_model, len(sequences))
-        if not sequences and not idle:
+        batches = token_batches(sequences, self.config.update_tokens_per_batch)
+        idle = idle_passes(self.policy_model, len(batches))
+        if not batches and not idle:
             return {}
         was_training = self.model.training
         self.model.eval()
         try:
+            old: dict[int, torch.Tensor] = {}
             with torch.no_grad(), self._autocast(self.config.update_bf16):
-                for _ in range(idle):
-                    action_logprobs(self.policy_model, IDLE, temperature)
-                return {id(seq): action_logprobs(self.policy_model, seq, temperature) for seq in sequences}
+                for batch in batches + [[IDLE]] * idle:
+                    scores = batch_scores(self.policy_model, batch, temperature, entropy=False)
+                    if batch[0] is not IDLE:
+                        old |= {id(seq): logp for seq, (logp, _) in zip(batch, scores, strict=True)}
+            return old
         finally:
             self.model.train(was_training)
 
