@@ -205,6 +205,7 @@ def selected(tracked: list[str], paths: list[str]) -> list[str]:
 # ------------------------------------------------------------------------------ the turn signal
 
 _BASELINES: dict[str, list[str]] = {}  # task id -> its tracked tests: the starting tree is a task's own
+_BASELINES_KEPT = 4096  # tasks remembered at most (the oldest forgotten first): a long run draws new bugs for ever
 _BASELINE_LOCK = threading.Lock()
 
 
@@ -263,6 +264,8 @@ class TestTurnSignal:
             if start is not None:  # an infrastructure hiccup is not remembered as "nothing fails"
                 with _BASELINE_LOCK:
                     _BASELINES[task_id] = known
+                    while len(_BASELINES) > _BASELINES_KEPT:
+                        _BASELINES.pop(next(iter(_BASELINES)))
         return known
 
     def reward(self, paths: list[str], changes: SolverChanges) -> float:
