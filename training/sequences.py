@@ -7,8 +7,8 @@ episode with 200 action tokens costs 200 rows of the 49k-wide vocabulary, not 2,
 a CPU run of SmolLM2 within a few GiB.
 
 Several episodes go through the model together (:func:`token_batches` groups them under a token
-budget, :func:`batch_scores` scores a group): the rows are right-padded and masked, and the kept
-logits are picked by a boolean ``[B, T]`` mask, so each row's logprobs are its own forward's.
+budget, :func:`batch_scores` scores a group): the rows are right-padded and masked, and the logits
+are computed at the columns some row scores, so each row's logprobs are its own forward's.
 """
 
 from __future__ import annotations
@@ -113,9 +113,9 @@ def batch_scores(
     The rows are right-padded to one bucketed length with an attention mask: every pad comes after
     its row's last real token, so under causal attention no scored position sees one, and the mask
     keeps them out of the attention anyway. Positions count from 0 in every row (right padding needs
-    no position ids). The logits are computed only at the scored positions, chosen by a boolean
-    ``[B, T]`` mask (``logits_to_keep``), plus unscored ones up to a bucketed count (the output
-    projection meets few shapes, as in :func:`action_scores`); those extra rows are dropped.
+    no position ids). The logits are computed only at the columns some row scores (``logits_to_keep``
+    as a 1-D index), plus unscored ones up to a bucketed count (the output projection meets few
+    shapes, as in :func:`action_scores`); the cells no row scores are dropped.
 
     Returns:
         Per sequence, in the order given: [N] logprobs of its action tokens (with grad when grad is
@@ -134,15 +134,18 @@ def batch_scores(
         ids[row, length:] = seq.input_ids[-1]  # any id: masked, and after every scored position
         attention[row, :length] = 1
         scored[row, seq.targets - 1] = True  # the position whose logits predict each target
-    count = int(scored.sum())
-    keep = scored.clone()
-    extra = min(bucket(count), keep.numel()) - count
+    # The columns any row scores, given as a 1-D index (the one form of ``logits_to_keep`` every supported
+    # transformers release takes; 5.19 has no [B, T] boolean mask), padded with unscored columns to a
+    # bucketed count so the output projection meets few shapes; the logits of unscored cells are dropped.
+    used = scored.any(0)
+    cols = torch.nonzero(used).flatten()
+    extra = min(bucket(len(cols)), width) - len(cols)
     if extra > 0:
-        keep.view(-1)[torch.nonzero(~keep.view(-1)).flatten()[:extra]] = True
+        cols = torch.sort(torch.cat([cols, torch.nonzero(~used).flatten()[:extra]])).values
     out = model(
-        input_ids=ids.to(device), attention_mask=attention.to(device), logits_to_keep=keep.to(device), use_cache=False
+        input_ids=ids.to(device), attention_mask=attention.to(device), logits_to_keep=cols.to(device), use_cache=False
     )
-    logits = out.logits[scored[keep].to(device)].float()  # [count, V], row by row, positions ascending
+    logits = out.logits[scored[:, cols].to(device)].float()  # [count, V], row by row, positions ascending
     if temperature and temperature != 1.0:
         logits = logits / temperature
     logprobs = torch.log_softmax(logits, dim=-1)
