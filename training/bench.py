@@ -321,7 +321,7 @@ def bench_train(
         ) from None
     if min(tasks, group, max_turns, max_new_tokens, iterations, threads, update_tokens_per_batch) < 1 or warmup < 0:
         raise SparringError(
-            "tasks, group, max-turns, max-new-tokens, iterations, threads and update-tokens-per-batch "
+            "tasks, group, max-turns, max-new-tokens, iterations, threads and batch-tokens "
             "must be at least 1."
         )
     if group < 2:
@@ -406,7 +406,9 @@ def bench_command(
     ),
     update_tokens_per_batch: int = typer.Option(
         TrainConfig.update_tokens_per_batch,
-        help="Ours: tokens per forward pass of the update (1: one episode per pass, as before micro-batching).",
+        "--batch-tokens",
+        help="Ours: tokens per forward pass of the update, the config's update_tokens_per_batch (1: one episode "
+        "per pass, as before micro-batching).",
     ),
 ) -> None:
     """Seconds per iteration of our trainer and of TRL's GRPO on the same solver env, model and budget."""
