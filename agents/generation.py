@@ -38,6 +38,7 @@ __all__ = [
     "StreamingGenerator",
     "require_token_exact",
     "row_seed",
+    "weights_to_push",
 ]
 
 FinishReason = Literal["stop", "length"]
@@ -62,6 +63,24 @@ class SamplingParams:
     def greedy(self) -> bool:
         """Whether sampling is deterministic argmax."""
         return self.temperature <= 0.0
+
+
+def weights_to_push(generator: Any, state_dict: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """What a backend holding its own copy of the weights pushes on ``update_weights(state_dict)``:
+    ``state_dict``, or (None) the current parameters of the trainer's model it mirrors (``generator.policy``).
+
+    Raises:
+        SparringError: No state dict was given and ``generator`` mirrors no model.
+    """
+    if state_dict is not None:
+        return state_dict
+    if generator.policy is None:
+        name = type(generator).__name__
+        raise SparringError(
+            f"{name}.update_weights() without a state dict needs the trainer's model ({name}(policy=model)); "
+            "pass the new weights as a state dict instead."
+        )
+    return dict(generator.policy.named_parameters())
 
 
 def row_seed(seed: int | None, row: int) -> int | None:

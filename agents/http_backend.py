@@ -17,7 +17,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from sparring import SparringError
-from sparring.agents.generation import ChatGenerator, Generation, Generator, SamplingParams, row_seed
+from sparring.agents.generation import (
+    ChatGenerator,
+    Generation,
+    Generator,
+    SamplingParams,
+    row_seed,
+    weights_to_push,
+)
 from sparring.http import HTTPPolicy, JSONClient, ServerRefused
 
 __all__ = ["HTTPChatGenerator", "HTTPGenerator", "VLLMServerGenerator", "connect"]
@@ -278,14 +285,7 @@ class VLLMServerGenerator(HTTPGenerator):
         Raises:
             SparringError: No state dict and no ``policy``, or the server did not reload in time.
         """
-        if state_dict is None:
-            if self.policy is None:
-                raise SparringError(
-                    "VLLMServerGenerator.update_weights() without a state dict needs the trainer's model "
-                    "(policy=model); pass the new weights as a state dict instead."
-                )
-            state_dict = dict(self.policy.named_parameters())
-        self._push(state_dict)
+        self._push(weights_to_push(self, state_dict))
         self._version += 1
         return self._version
 

@@ -38,7 +38,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from sparring import SparringError
-from sparring.agents.generation import Generation, SamplingParams, row_seed
+from sparring.agents.generation import Generation, SamplingParams, row_seed, weights_to_push
 
 __all__ = ["VLLMGenerator", "vllm_available"]
 
@@ -149,14 +149,7 @@ class VLLMGenerator:
         Raises:
             SparringError: No state dict was given and the generator mirrors no ``policy``.
         """
-        if state_dict is None:
-            if self.policy is None:
-                raise SparringError(
-                    "VLLMGenerator.update_weights() without a state dict needs the trainer's model "
-                    "(VLLMGenerator(policy=model)); pass the new weights as a state dict instead."
-                )
-            state_dict = dict(self.policy.named_parameters())
-        self._push(state_dict)
+        self._push(weights_to_push(self, state_dict))
         self._version += 1
         return self._version
 
