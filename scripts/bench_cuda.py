@@ -1,0 +1,162 @@
+"""Speed and memory of the trainer on a CUDA GPU, with a model of realistic size and random weights.
+
+A GPU machine often cannot download weights (and a benchmark of speed and memory does not need
+trained ones), so the model is built from the shape of a published config (Qwen2.5 0.5B, 1.5B, 7B)
+with random weights, and a word-level tokenizer of the same vocabulary size stands in for its own.
+What runs is the project's own code: :class:`~sparring.training.trainer.Trainer` with the HF backend
+(``backend=hf``) generates a group of episodes (one turn each, every row decoding its whole budget,
+since a random model rarely samples EOS), then ``Trainer.reinforce`` runs the PPO update on them
+(old logprobs, micro-batched forwards, gradient checkpointing, the optimizer step) and the generator
+moves to the new weights. Printed: one JSON object per setting, with seconds per iteration, rollout
+tokens/s and peak GPU memory of each phase.
+
+Usage (on the GPU machine, from the repository root)::
+
+    python scripts/bench_cuda.py --size 1.5b --dtype bfloat16 --dtype float32 --episodes 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+#: Shapes of published configs (Qwen2.5 instruct models); only the sizes matter here.
+SHAPES = {
+    "0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+                 num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True),
+    "1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
+                 num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True),
+    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True),  # a CPU check of this script
+    "7b": dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
+               num_key_value_heads=4, vocab_size=152064, tie_word_embeddings=False),
+}
+
+
+def random_model(size: str, dtype: str, device: str) -> tuple[object, object]:
+    """A causal LM of ``size``'s shape with seeded random weights on the GPU, and a tokenizer of its vocabulary."""
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    shape = SHAPES[size]
+    config = Qwen2Config(**shape, max_position_embeddings=32768, rope_theta=1e6)
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = Qwen2ForCausalLM(config).to(getattr(torch, dtype)).eval()
+    vocab = {f"t{i}": i for i in range(shape["vocab_size"])}
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="t0")), eos_token="t1", pad_token="t2"
+    )
+    model.generation_config.eos_token_id = 1
+    return model, tokenizer
+
+
+def one_setting(args: argparse.Namespace, dtype: str, checkpointing: bool) -> dict[str, object]:
+    from sparring.agents.generation import SamplingParams
+    from sparring.envs.core import Episode
+    from sparring.training.config import TrainConfig
+    from sparring.training.outcomes import Rollout
+    from sparring.training.trainer import Trainer
+
+    cuda = args.device == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    reset = torch.cuda.reset_peak_memory_stats if cuda else (lambda: None)
+    peak = torch.cuda.max_memory_allocated if cuda else (lambda: 0)
+    model, tokenizer = random_model(args.size, dtype, args.device)
+    params = sum(p.numel() for p in model.parameters())
+    config = TrainConfig(
+        device=args.device, dtype=dtype, backend="hf", out=tempfile.mkdtemp(), gradient_checkpointing=checkpointing,
+        update_tokens_per_batch=args.batch_tokens, kl_coef=0.0, prefix_cache_tokens=0,
+    )
+    trainer = Trainer(config, model=model, tokenizer=tokenizer)
+    rng = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(3, 30000, (args.prompt_tokens,), generator=rng).tolist() for _ in range(args.episodes)]
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=args.new_tokens, seed=0)
+    rows = []
+    for iteration in range(args.iterations + 1):  # the first warms kernels and the allocator up
+        sync()
+        reset()
+        t0 = time.perf_counter()
+        generations = trainer.generator.generate(prompts, sampling)
+        sync()
+        t_gen = time.perf_counter() - t0
+        peak_gen = peak()
+        rollouts = []
+        for i, (prompt, gen) in enumerate(zip(prompts, generations, strict=True)):
+            n = len(gen.token_ids)
+            episode = Episode(
+                env_id="bench", role="solver", domain="search", task_id=str(i // 4), task={}, prompt="",
+                token_ids=prompt + gen.token_ids, token_turn=[-1] * len(prompt) + [0] * n,
+                action_mask=[False] * len(prompt) + [True] * n, logprobs=[0.0] * len(prompt) + gen.logprobs,
+            )
+            # groups of 4 with mixed outcomes, so no group is dropped for zero variance
+            rollouts.append(Rollout(episode, float(i % 2), [0.0], ("search", "solver", str(i // 4)), "terminated"))
+        reset()
+        t1 = time.perf_counter()
+        stats = trainer.reinforce(rollouts)
+        sync()
+        t_upd = time.perf_counter() - t1
+        generated = sum(len(g.token_ids) for g in generations)
+        if iteration:
+            rows.append(dict(generate_s=t_gen, update_s=t_upd, tokens=generated, trained_tokens=stats.tokens,
+                             peak_generate=peak_gen, peak_update=peak()))
+        print(f"  {dtype} ckpt={checkpointing} it{iteration}: gen {t_gen:.1f}s ({generated} tok) "
+              f"update {t_upd:.1f}s loss {stats.loss:.4f}", file=sys.stderr, flush=True)
+    mean = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
+    gib = 2**30
+    result = {
+        "device": torch.cuda.get_device_name(0) if cuda else "cpu", "torch": torch.__version__, "size": args.size,
+        "parameters": params, "dtype": dtype, "gradient_checkpointing": checkpointing,
+        "episodes": args.episodes, "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
+        "seconds_per_iteration": round(mean["generate_s"] + mean["update_s"], 2),
+        "generate_seconds": round(mean["generate_s"], 2), "update_seconds": round(mean["update_s"], 2),
+        "rollout_tokens_per_s": round(mean["tokens"] / mean["generate_s"], 1),
+        "update_tokens_per_s": round(mean["trained_tokens"] / mean["update_s"], 1),
+        "peak_gib_generate": round(mean["peak_generate"] / gib, 2),
+        "peak_gib_update": round(mean["peak_update"] / gib, 2),
+    }
+    del trainer, model
+    if cuda:
+        torch.cuda.empty_cache()
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--size", choices=sorted(SHAPES), default="1.5b")
+    parser.add_argument("--dtype", action="append", choices=["bfloat16", "float32"])
+    parser.add_argument("--no-checkpointing", action="store_true", help="Also measure without gradient checkpointing.")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--episodes", type=int, default=16)
+    parser.add_argument("--prompt-tokens", type=int, default=512)
+    parser.add_argument("--new-tokens", type=int, default=256)
+    parser.add_argument("--iterations", type=int, default=2)
+    parser.add_argument("--batch-tokens", type=int, default=4096)
+    parser.add_argument("--out", type=Path, help="Also write the JSON lines here.")
+    args = parser.parse_args()
+    for dtype in args.dtype or ["bfloat16"]:
+        for checkpointing in ([True, False] if args.no_checkpointing else [True]):
+            try:
+                result = one_setting(args, dtype, checkpointing)
+            except Exception as e:  # noqa: BLE001 - one setting's failure (out of memory, say) is its result
+                traceback.print_exc()
+                if args.device == "cuda":
+                    torch.cuda.empty_cache()
+                result = {"size": args.size, "dtype": dtype, "gradient_checkpointing": checkpointing,
+                          "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+            line = json.dumps(result)
+            print(line, flush=True)
+            if args.out:
+                with args.out.open("a") as f:
+                    f.write(line + "\n")
+
+
+if __name__ == "__main__":
+    main()
