@@ -24,11 +24,12 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 import torch
 
 #: Shapes of published configs (Qwen2.5 instruct models); only the sizes matter here.
-SHAPES = {
+SHAPES: dict[str, dict[str, Any]] = {
     "0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
                  num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True),
     "1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
@@ -40,13 +41,13 @@ SHAPES = {
 }
 
 
-def random_model(size: str, dtype: str, device: str) -> tuple[object, object]:
+def random_model(size: str, dtype: str, device: str) -> tuple[Any, Any]:
     """A causal LM of ``size``'s shape with seeded random weights on the GPU, and a tokenizer of its vocabulary."""
     from tokenizers import Tokenizer, models
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
     shape = SHAPES[size]
-    config = Qwen2Config(**shape, max_position_embeddings=32768, rope_theta=1e6)
+    config = Qwen2Config(**shape, max_position_embeddings=32768)
     torch.manual_seed(0)
     with torch.device(device):
         model = Qwen2ForCausalLM(config).to(getattr(torch, dtype)).eval()
