@@ -29,8 +29,11 @@ from sparring.agents.evaluation.reports import write_report
 from sparring.agents.runner import EpisodeSpec
 
 if TYPE_CHECKING:
-    from sparring.agents.evaluation.judge import JudgeEvalConfig
     from sparring.agents.evaluation.swe import SWEEvalConfig
+
+#: What the functions here take as ``config``: a ``judge.JudgeEvalConfig`` (named, not imported: ``judge``
+#: imports this module).
+JudgeEvalConfig = Any
 
 __all__ = ["JUDGE_TURNS", "SWE_SOLVERS", "record_swe_solver", "swe_judge_instances", "swe_settings"]
 
