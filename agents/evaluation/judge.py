@@ -38,7 +38,9 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -219,22 +221,21 @@ def set_episodes(config: JudgeEvalConfig, cache: dict[str, Any]) -> tuple[Path, 
 def judge_instances(episodes: list[tuple[str, str, Episode]], config: JudgeEvalConfig) -> list[Instance]:
     """One judge episode per solver episode: id ``<solver>/<task id>``, by solver and outcome.
 
-    Search: ``SearchJudge-v0``; SWE: ``SWEJudge-v0`` (:func:`~.judge_swe.swe_judge_instances`).
+    Search: ``SearchJudge-v0``; SWE: ``SWEJudge-v0`` (:func:`~.judge_swe.swe_judge_env`).
     """
     from sparring.envs.search.judge_env import SearchJudgeEnv, search_judge_task
 
+    make_env: Callable[[], Any]
     if config.game == "swe":
-        from sparring.agents.evaluation.judge_swe import swe_judge_instances
+        from sparring.agents.evaluation.judge_swe import swe_judge_env
 
-        return swe_judge_instances(episodes, config)
-
-    def make_env() -> SearchJudgeEnv:
-        return SearchJudgeEnv(corpus=config.corpus)
-
+        make_env, task_of = swe_judge_env(config)
+    else:
+        make_env, task_of = partial(SearchJudgeEnv, corpus=config.corpus), search_judge_task
     return [
         Instance(
             f"{slug(solver)}/{qid}",
-            EpisodeSpec(make_env, seed=0, options={"task": search_judge_task(ep)}),
+            EpisodeSpec(make_env, seed=0, options={"task": task_of(ep)}),
             solver,
             "solved" if solved_episode(ep) else "failed",
         )

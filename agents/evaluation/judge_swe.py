@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparring.agents.episodes import Episode
-from sparring.agents.evaluation.config import run_identity, runner_config, slug
+from sparring.agents.evaluation.config import run_identity, runner_config
 from sparring.agents.evaluation.records import Instance, play
 from sparring.agents.evaluation.reports import write_report
-from sparring.agents.runner import EpisodeSpec
 
 if TYPE_CHECKING:
     from sparring.agents.evaluation.swe import SWEEvalConfig
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 #: imports this module).
 JudgeEvalConfig = Any
 
-__all__ = ["JUDGE_TURNS", "SWE_SOLVERS", "record_swe_solver", "swe_judge_instances", "swe_settings"]
+__all__ = ["JUDGE_TURNS", "SWE_SOLVERS", "record_swe_solver", "swe_judge_env", "swe_settings"]
 
 #: The SWE game's scripted solvers: every bug solved, none solved with a change, none solved without one.
 SWE_SOLVERS = "scripted:oracle,scripted:decoy-fix,scripted:do-nothing"
@@ -97,19 +97,9 @@ def record_swe_solver(
     return [(str(r["id"]), Episode.from_dict(r["episode"])) for r in records]
 
 
-def swe_judge_instances(episodes: list[tuple[str, str, Episode]], config: JudgeEvalConfig) -> list[Instance]:
-    """One ``SWEJudge-v0`` episode per repair attempt: id ``<solver>/<bug id>``, by solver and outcome."""
+def swe_judge_env(config: JudgeEvalConfig) -> tuple[Callable[[], Any], Callable[[Episode], dict[str, Any]]]:
+    """The SWE judge's env factory (``SWEJudge-v0``: up to three test runs, then the judgement) and its task of an
+    attempt (:func:`~sparring.envs.swe.judge_env.swe_judge_task`)."""
     from sparring.envs.swe.judge_env import SWEJudgeEnv, swe_judge_task
 
-    def make_env() -> SWEJudgeEnv:
-        return SWEJudgeEnv(max_turns=JUDGE_TURNS, command_timeout=config.command_timeout)
-
-    return [
-        Instance(
-            f"{slug(solver)}/{bug}",
-            EpisodeSpec(make_env, seed=0, options={"task": swe_judge_task(ep)}),
-            solver,
-            "solved" if bool(ep.outcome.get("solved")) and ep.error is None else "failed",
-        )
-        for solver, bug, ep in episodes
-    ]
+    return partial(SWEJudgeEnv, max_turns=JUDGE_TURNS, command_timeout=config.command_timeout), swe_judge_task
