@@ -17,6 +17,10 @@ The per-question score is whether the pick solved it (exact match). A random pic
 the mean outcome of the question's attempts (the expectation over a uniform pick, so no draw adds
 noise); ``pick − random`` is their paired difference over questions, with a paired-bootstrap 95%
 interval; ``any`` (some attempt solved: the ceiling of any picker) is reported beside them.
+
+``--game swe``: the tasks are the bugs of ``sparring eval swe``'s seeded instance set (``--limit`` bugs,
+``--seed``, ``--repos``), each attempt a ``SWERepair-v0`` episode graded by the env (``a<j>/`` an
+``eval swe`` folder), judged through ``SWEJudge-v0``; a bug scores 1 when the picked attempt solved it.
 """
 
 from __future__ import annotations
@@ -27,19 +31,21 @@ from pathlib import Path
 from typing import Any
 
 from sparring import SparringError
-from sparring.agents.evaluation.config import check_ranges, out_dir, run_identity, slug
+from sparring.agents.episodes import Episode
+from sparring.agents.evaluation.config import out_dir, run_identity, slug
 from sparring.agents.evaluation.judge import (
     JudgeEvalConfig,
+    check_game,
     judge_instances,
     judge_policy,
     judge_records,
+    judge_run,
     record_solver,
     solved_episode,
     solver_list,
 )
 from sparring.agents.evaluation.reports import headline, write_report
 from sparring.agents.evaluation.search import question_kind, question_source
-from sparring.agents.evaluation.specs import parse_spec
 
 __all__ = ["DOMAIN", "evaluate_best_of", "pick", "run_best_of_eval"]
 
@@ -62,13 +68,13 @@ def pick(attempts: list[dict[str, Any]]) -> int:
 
 def evaluate_best_of(config: JudgeEvalConfig) -> dict[str, Any]:
     """Play the attempts, judge each, pick per question; write the best-of-n report (score: the pick solved)."""
-    check_ranges(config)
+    check_game(config)  # a malformed judge SPEC, too, is one sentence before any attempt plays
     if not config.best_of or config.best_of < 2 or not config.solver:
         raise SparringError("best-of-n needs --best-of N (at least 2) and --solver SPEC (the attempts' solver).")
-    solvers = solver_list(config.solver, "--solver")
-    parse_spec(config.model)  # a malformed judge SPEC is one sentence before any attempt plays
+    solvers = solver_list(config.solver, "--solver", config.game)
     temperature = 1.0 if config.solver_temperature is None else config.solver_temperature
-    out = out_dir(config, DOMAIN, f"n{config.limit}", f"best{config.best_of}", slug(config.solver))
+    game = config.game if config.game != "search" else None
+    out = out_dir(config, DOMAIN, game, f"n{config.limit}", f"best{config.best_of}", slug(config.solver))
     folder = Path(config.episodes) if config.episodes else out / "attempts"
     cache: dict[str, Any] = {}
     attempts = []  # per attempt j: (solver, question id, episode) of every question
@@ -82,7 +88,7 @@ def evaluate_best_of(config: JudgeEvalConfig) -> dict[str, Any]:
     instances = judge_instances(episodes, config)
     judged_out = out / "judged"
     judged_config = replace(config, out=str(judged_out))
-    judged_run = run_identity(judged_config, "judge", episodes=str(folder), corpus=config.corpus, max_turns=1)
+    judged_run = judge_run(judged_config, folder)
     judged = judge_records(judge_policy(config.model, instances, config, cache), instances, config, judged_out,
                            judged_run)  # fmt: skip
     write_report(judged_out, judged_run, judged, plots=False)
@@ -99,25 +105,34 @@ def evaluate_best_of(config: JudgeEvalConfig) -> dict[str, Any]:
         solved = [t["solved"] for t in tries]
         records.append({
             "id": qid,
-            "group": question_source(first.task),
-            "kind": question_kind(first.task),
+            **_task_fields(first),
             "score": 1.0 if solved[chosen] else 0.0,
             "solved": solved[chosen],
             "random": sum(solved) / len(solved),
             "any": 1.0 if any(solved) else 0.0,
             "picked": chosen,
             "attempts_detail": tries,
-            "question": first.task.get("question"),
             "turns": len(attempts[chosen][q][2].turns),
             "tokens": None,
             "seconds": 0.0,
             "reason": None if solved[chosen] else ("none_solved" if not any(solved) else "wrong_pick"),
             "error": None,
         })  # fmt: skip
-    run = run_identity(config, DOMAIN, solver=config.solver, best_of=config.best_of, corpus=config.corpus,
+    where = {"corpus": config.corpus} if config.game == "search" else {"game": "swe", "repos": config.repos}
+    run = run_identity(config, DOMAIN, solver=config.solver, best_of=config.best_of, **where,
                        solver_temperature=temperature, seed=config.seed)  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     return write_report(Path(out), run | {"instances": [r["id"] for r in records]}, records, plots=config.plots)
+
+
+def _task_fields(episode: Episode) -> dict[str, Any]:
+    """A task's group and kind (a question's source and kind; a bug's repository and kind) and its text."""
+    if episode.domain == "swe":
+        from sparring.agents.evaluation.swe import bug_kind
+
+        return {"group": str(episode.task.get("repo", "")), "kind": bug_kind(episode.task), "question": None}
+    task = episode.task
+    return {"group": question_source(task), "kind": question_kind(task), "question": task.get("question")}
 
 
 def run_best_of_eval(config: JudgeEvalConfig) -> dict[str, Any]:

@@ -111,9 +111,10 @@ def register(groups: dict[str, typer.Typer]) -> None:
     from sparring.agents.evaluation.judge import JudgeEvalConfig
 
     judge_help = (
-        "Play the judge role of --model on held-out solver episodes (recorded from --solvers on first use): "
-        "accuracy, balanced accuracy, AUROC and invalid share, with intervals; or, with --best-of N --solver SPEC, "
-        "the judge picks one of N attempts per question: the pick's solve rate against a random pick's, paired. "
+        "Play the judge role of --model on held-out solver episodes of --game search or swe (recorded from --solvers "
+        "on first use): accuracy, balanced accuracy, AUROC and invalid share, with intervals; or, with --best-of N "
+        "--solver SPEC, the judge picks one of N attempts per question or bug: the pick's solve rate against a "
+        "random pick's, paired. "
         "Writes report.json, report.md and plots to --out. Rerun the same command to resume."
     )
     groups["eval"].command("judge")(config_command(JudgeEvalConfig, _eval_judge, judge_help, all_means_none=["limit"]))

@@ -41,7 +41,7 @@ class EvalConfig:
     model: str = "default"
     """Model SPEC: default, a hub id or local folder, a training checkpoint folder, openai:URL#MODEL, vllm:MODEL,
     or scripted:NAME, NAME one of oracle, do-nothing, retrieval-floor, definition-search, definition-match,
-    definition-proposer, never-solved (a judge)."""
+    definition-proposer, decoy-fix (SWE), never-solved or visible-tests (judges)."""
     chat_only: bool = False
     """With an openai: SPEC: a chat-only API (hosted models): messages, not token ids."""
     split: str = "heldout"

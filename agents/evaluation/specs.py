@@ -16,9 +16,12 @@ a training checkpoint          the HF folder inside it: ``RUN/checkpoints/iter-N
                                (search only: answers the top document's title),
                                ``definition-search`` (the same, searching the question's
                                quoted definition), ``definition-match`` (that search, then
-                               the entry that holds the definition: the warm start's teacher);
-                               judges (``sparring eval judge``): ``oracle`` (knows each
-                               episode's outcome), ``never-solved`` (always "not solved")
+                               the entry that holds the definition: the warm start's teacher),
+                               ``decoy-fix`` (SWE only: the oracle's moves, but its diff only
+                               adds a comment: never solved); judges (``sparring eval judge``):
+                               ``oracle`` (knows each episode's outcome), ``never-solved``
+                               (always "not solved"), ``visible-tests`` (SWE only: runs the
+                               visible tests on the attempt, "solved" if they pass)
 =============================  ===========================================================
 
 Example:
@@ -42,6 +45,7 @@ from sparring.agents.demonstrators import (
     DefinitionSearchAgent,
     KnownJudgementAgent,
 )
+from sparring.agents.evaluation.swe_agents import DecoyFixAgent, VisibleTestsJudgeAgent
 from sparring.agents.scripted import Agent, DoNothingAgent, OracleAgent, RetrievalFloorAgent
 
 __all__ = ["SCRIPTED", "ModelSpec", "checkpoint_model_dir", "load_policy", "parse_spec", "probe_endpoint"]
@@ -54,8 +58,11 @@ SCRIPTED: dict[str, tuple[type, frozenset[str]]] = {
     "definition-search": (DefinitionSearchAgent, frozenset({"search"})),
     "definition-match": (DefinitionMatchAgent, frozenset({"search"})),
     "definition-proposer": (DefinitionProposerAgent, frozenset({"search-propose"})),
+    "decoy-fix": (DecoyFixAgent, frozenset({"swe"})),
     # told no judgement, it gives its default: "not solved" with every turn neutral (a constant judge)
     "never-solved": (KnownJudgementAgent, frozenset({"judge"})),
+    # SWE attempts only: it needs the SWE judge's run_tests (refused for the search game before anything plays)
+    "visible-tests": (VisibleTestsJudgeAgent, frozenset({"judge"})),
 }
 
 _FORMS = (
