@@ -76,7 +76,7 @@ def smollm2() -> Any:
 
 
 @pytest.fixture(scope="session")
-def verdicts() -> Any:
+def bug_verdicts() -> Any:
     """The inflection test bugs' validation verdicts, each validated once per session (``tests.envs.swe.bugs``)."""
     from tests.envs.swe.bugs import Verdicts
 

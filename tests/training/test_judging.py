@@ -165,13 +165,13 @@ def test_the_gold_retrieval_turn_reward_pays_the_search_that_found_the_entry(cor
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_the_swe_visible_test_turn_reward_reaches_the_solvers_turn_rewards(verdicts: Any) -> None:
+def test_the_swe_visible_test_turn_reward_reaches_the_solvers_turn_rewards(bug_verdicts: Any) -> None:
     """The SWE game's turn signal through the game: the env's turn reward of the pytest run after the fix is
     the solver's turn reward (the outcome taken off the last turn), so credit turns it into A^T; an attempt
     that never fixes earns none. The bug has visible failures (only test_ordinal weakened)."""
     from sparring.envs.swe.tasks import repair_task
 
-    art, result = verdicts.get("partly_weakened")
+    art, result = bug_verdicts.get("partly_weakened")
     assert result.valid, result.reason
     replay = ReplayBuffer()
     replay.add_higher_order([repair_task(art, result.fail_to_pass, result.pass_to_pass, repo_image(), result)])

@@ -176,7 +176,7 @@ class Verdicts:
     """Validation verdicts of this module's bugs, each validated once per test session.
 
     Validating a bug takes a dozen harness runs, and many test modules start from the same
-    validated bug; the session fixture ``verdicts`` (``tests/conftest.py``) holds one of these.
+    validated bug; the session fixture ``bug_verdicts`` (``tests/conftest.py``) holds one of these.
     The tests of validation itself call :func:`~sparring.envs.swe.validation.validate_artifact`.
     """
 

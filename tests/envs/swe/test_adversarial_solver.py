@@ -150,8 +150,8 @@ if _os.fork() == 0:
 
 
 @pytest.fixture(scope="module")
-def task(pool: Any, verdicts: Any) -> dict[str, Any]:  # noqa: F811
-    art, result = verdicts.get("good")
+def task(pool: Any, bug_verdicts: Any) -> dict[str, Any]:  # noqa: F811
+    art, result = bug_verdicts.get("good")
     assert result.valid, result
     return repair_task(art, result.fail_to_pass, result.pass_to_pass, pool.image)
 

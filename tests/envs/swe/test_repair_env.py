@@ -19,8 +19,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")
-def task(pool: Any, verdicts: Any) -> dict[str, Any]:  # noqa: F811
-    art, result = verdicts.get("good")
+def task(pool: Any, bug_verdicts: Any) -> dict[str, Any]:  # noqa: F811
+    art, result = bug_verdicts.get("good")
     assert result.valid
     return repair_task(art, result.fail_to_pass, result.pass_to_pass, pool.image)
 

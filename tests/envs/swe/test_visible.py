@@ -33,8 +33,8 @@ HIDDEN_BODY = "assert ordinalized == number + inflection.ordinal(number)"
 
 
 @pytest.fixture(scope="module")
-def task(pool: Any, verdicts: Any) -> dict[str, Any]:  # noqa: F811
-    art, result = verdicts.get("partly_weakened")
+def task(pool: Any, bug_verdicts: Any) -> dict[str, Any]:  # noqa: F811
+    art, result = bug_verdicts.get("partly_weakened")
     assert result.valid, result.reason
     return repair_task(art, result.fail_to_pass, result.pass_to_pass, pool.image, result)
 
