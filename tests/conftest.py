@@ -73,3 +73,11 @@ def smollm2() -> Any:
     from sparring.agents.hf_backend import HFGenerator
 
     return HFGenerator()
+
+
+@pytest.fixture(scope="session")
+def bug_verdicts() -> Any:
+    """The inflection test bugs' validation verdicts, each validated once per session (``tests.envs.swe.bugs``)."""
+    from tests.envs.swe.bugs import Verdicts
+
+    return Verdicts()

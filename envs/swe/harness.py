@@ -111,6 +111,7 @@ OUTPUT_TAIL = 8000
 
 _BOOT = Path(__file__).with_name("harness_boot.py")
 _GUARD = Path(__file__).with_name("harness_guard.py")
+_CONFIG = Path(__file__).with_name("harness_config.py")
 #: The plain run's home and working directory: the sandbox user's, which the run's user cannot write.
 PLAIN_HOME = "/home/sparring"
 #: What the plain configuration adds to pytest's arguments (see the module docstring).
@@ -155,9 +156,10 @@ def _harness_tar(folder: str, files: dict[str, bytes]) -> bytes:
 
 
 def _put_boot(sandbox: Any, token: str, files: dict[str, bytes] | None = None, base: str = "/tmp") -> str:
-    """Copy the harness's folder (``boot.py`` and ``files``) into the container's ``base``; returns its path."""
+    """Copy the harness's folder (``boot.py``, its parts, ``files``) into the container's ``base``; returns its path."""
     folder = f"sparring-harness-{token}" if base == "/tmp" else token
-    boot = {"boot.py": _BOOT.read_bytes(), "guard.py": _GUARD.read_bytes(), "watch.py": _WATCH.read_bytes()}
+    parts = {"boot.py": _BOOT, "config.py": _CONFIG, "guard.py": _GUARD, "watch.py": _WATCH}
+    boot = {name: path.read_bytes() for name, path in parts.items()}
     sandbox.put_archive(base, _harness_tar(folder, {**boot, **(files or {})}))
     return f"{base}/{folder}"
 

@@ -7,10 +7,11 @@ runs the tests. Two commands:
 ``python3 -I harness_boot.py ini ROOT FILE...`` (as root, on a state whose pytest configuration is
     the repository's own) prints the harness's ``pytest.ini``: the options of the configuration
     file pytest would pick for FILE... (searched from their common folder up to ROOT), without the
-    ones that load code or write files (:data:`DROPPED_OPTIONS`), relative ``pythonpath`` entries
+    ones that load code or write files (``harness_config.DROPPED_OPTIONS``), relative ``pythonpath`` entries
     made absolute. The repository's file is read as data and never used by pytest itself. The ini
     also pins (by hash) every ``conftest.py`` and the test folders' ``__init__.py``: a run whose
-    tree differs there refuses to start (exit :data:`CHANGED`).
+    tree differs there refuses to start (exit :data:`CHANGED`). This half is ``config.py``
+    (``harness_config.py``), beside this file and loaded by path.
 
 ``python -P -S harness_boot.py SPEC`` runs the same in the plain configuration the SPEC describes
     (``harness.PLAIN_ARGS``; the image's PYTHONPATH in the file ``pythonpath`` beside SPEC): see
@@ -44,155 +45,10 @@ import json
 import os
 import sys
 
-#: pytest's configuration files, in the order pytest looks for them in each folder.
-CONFIG_FILES = ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
-
-#: Options the harness never takes from the repository: they load code (``addopts`` may hold
-#: ``-p``, ``required_plugins`` demands plugins) or choose places the run would write to or search
-#: (the harness gives the files, the rootdir and the conftest limit itself).
-DROPPED_OPTIONS = frozenset(
-    {"addopts", "required_plugins", "cache_dir", "confcutdir", "testpaths", "rootdir", "log_file", "junit_suite_name"}
-)
-
-#: Options whose entries are paths relative to the configuration file's folder.
-PATH_OPTIONS = frozenset({"pythonpath"})
-
 #: Modules imported before the repository is on ``sys.path``, when present: pytest's own
 #: dependencies, which pytest imports lazily by name, and ``unittest``, whose assertion methods
 #: tests rely on (held by ``harness_watch`` from before any repository code runs).
 PRELOAD = ("pluggy", "iniconfig", "packaging", "packaging.version", "_pytest._py.path", "pygments", "unittest")
-
-
-# ----------------------------------------------------------------------------------- configuration
-
-
-def _ini_sections(path):
-    """The sections of an INI-style file as pytest reads it (``iniconfig``, else ``configparser``)."""
-    try:
-        import iniconfig
-
-        parsed = iniconfig.IniConfig(path)
-        return {name: dict(parsed[name].items()) for name in parsed.sections}
-    except ImportError:
-        import configparser
-
-        parser = configparser.ConfigParser(interpolation=None, strict=False)
-        parser.read(path, encoding="utf-8")
-        return {name: dict(parser[name]) for name in parser.sections()}
-
-
-def _toml(path):
-    import tomllib
-
-    with open(path, "rb") as f:
-        return tomllib.load(f)
-
-
-def read_options(path):
-    """pytest's options in the configuration file ``path``, or None where pytest would not use that file."""
-    name = os.path.basename(path)
-    if name in ("pytest.toml", ".pytest.toml"):
-        return dict(_toml(path).get("pytest", {}))
-    if name == "pyproject.toml":
-        tool = _toml(path).get("tool", {}).get("pytest")
-        if not isinstance(tool, dict):
-            return None
-        native = {k: v for k, v in tool.items() if k != "ini_options"}
-        return native or dict(tool.get("ini_options") or {})
-    sections = _ini_sections(path)
-    if name in ("pytest.ini", ".pytest.ini"):
-        return sections.get("pytest", {})  # a dedicated file counts even without the section
-    return sections.get("tool:pytest" if name == "setup.cfg" else "pytest")
-
-
-def find_config(root, files):
-    """(path, options) of the configuration file pytest would pick for ``files``, searching up to ``root``."""
-    root = os.path.abspath(root)
-    folders = [os.path.dirname(os.path.abspath(os.path.join(root, f.split("::")[0]))) for f in files] or [root]
-    folder = os.path.commonpath(folders)
-    if folder != root and not folder.startswith(root + os.sep):
-        folder = root
-    while True:
-        for name in CONFIG_FILES:
-            candidate = os.path.join(folder, name)
-            if os.path.isfile(candidate) and not os.path.islink(candidate):
-                try:
-                    options = read_options(candidate)
-                except Exception:  # pytest would stop on a broken file; the harness runs without it
-                    options = None
-                if options is not None:
-                    return candidate, options
-        if folder == root:
-            return None, {}
-        folder = os.path.dirname(folder)
-
-
-def _lines(value):
-    if isinstance(value, bool):
-        return ["true" if value else "false"]
-    if isinstance(value, (list, tuple)):
-        return [str(v) for v in value]
-    return [line for line in str(value).splitlines() if line.strip()] or [""]
-
-
-#: Folder names that hold tests wherever they are.
-TEST_FOLDERS = ("test", "tests", "testing")
-
-#: Lines of the harness's ini that pin a file pytest loads on its own: ``# pristine SHA256|absent PATH``.
-PRISTINE = "# pristine "
-
-
-def pristine_files(root, files):
-    """Path -> sha256 (or ``absent``) of the files pytest imports besides the tests and the code.
-
-    Every ``conftest.py`` under ``root``, and the ``__init__.py`` of each test folder (``tests``,
-    ``test``, ``testing``) on a test file's path (pytest imports them as the test module's packages). A run refuses to
-    start when these differ from the ones recorded in its ini, so a planted or changed one cannot
-    run even where the caller let it in.
-    """
-    import hashlib
-
-    root = os.path.abspath(root)
-    wanted = set()
-    for folder, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d != ".git")
-        if "conftest.py" in names:
-            wanted.add(os.path.relpath(os.path.join(folder, "conftest.py"), root))
-    for f in files:
-        folder = os.path.dirname(f.split("::")[0].removeprefix("./"))
-        parts = folder.split("/") if folder else []
-        for i, part in enumerate(parts):  # test packages only: a library package's may be the fix
-            if part in TEST_FOLDERS:
-                wanted.add(os.path.join(*parts[: i + 1], "__init__.py"))
-    out = {}
-    for rel in sorted(wanted):
-        try:
-            with open(os.path.join(root, rel), "rb") as fh:
-                out[rel] = hashlib.sha256(fh.read()).hexdigest()
-        except OSError:
-            out[rel] = "absent"
-    return out
-
-
-def harness_ini(root, files):
-    """The text of the harness's ``pytest.ini`` for ``files`` (see the module docstring)."""
-    path, options = find_config(root, files)
-    out = [f"# written by the sparring harness from {path or 'no configuration file'}"]
-    out += [f"{PRISTINE}{digest} {rel}" for rel, digest in pristine_files(root, files).items()]
-    out.append("[pytest]")
-    for key, value in options.items():
-        if key in DROPPED_OPTIONS:
-            continue
-        lines = _lines(value)
-        if key in PATH_OPTIONS and path:
-            base = os.path.dirname(path)
-            lines = [os.path.normpath(os.path.join(base, p)) for line in lines for p in line.split()]
-        if len(lines) == 1:
-            out.append(f"{key} = {lines[0]}")
-        else:
-            out.append(f"{key} =")
-            out.extend(f"    {line}" for line in lines)
-    return "\n".join(out) + "\n"
 
 
 # ------------------------------------------------------------------------------------------ running
@@ -341,19 +197,8 @@ CHANGED = 97
 RECORD_FD, SECRET_FD = 3, 4
 
 
-def _pinned(ini_path):
-    """Path -> sha256 (or ``absent``) of the files the ini pins."""
-    recorded = {}
-    with open(ini_path, encoding="utf-8") as f:
-        for line in f:
-            if line.startswith(PRISTINE):
-                digest, _, rel = line[len(PRISTINE) :].rstrip("\n").partition(" ")
-                recorded[rel] = digest
-    return recorded
-
-
-def _load_guard(file="guard.py", name="sparring_harness_guard"):
-    """A part of the run-time guard beside this file (``guard.py``, ``watch.py``), loaded by path.
+def _load_part(file, name):
+    """A part of the harness beside this file (``config.py``, ``guard.py``, ``watch.py``), loaded by path.
 
     Called before the repository is on the path.
     """
@@ -365,13 +210,6 @@ def _load_guard(file="guard.py", name="sparring_harness_guard"):
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
-
-
-def changed_pins(root, ini_path, files):
-    """The pinned files (see :func:`pristine_files`) that differ from the ini's record."""
-    recorded = _pinned(ini_path)
-    now = pristine_files(root, files)
-    return sorted(rel for rel in set(recorded) | set(now) if recorded.get(rel, "absent") != now.get(rel, "absent"))
 
 
 def plain_args(spec, loaded):
@@ -435,7 +273,8 @@ def run(spec_path, image_pythonpath):
 def _run(spec_path, image_pythonpath, secret, write, close, sha256):
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
-    changed = changed_pins(spec["root"], spec["ini"], spec["files"])
+    config = _load_part("config.py", "sparring_harness_config")
+    changed = config.changed_pins(spec["root"], spec["ini"], spec["files"])
     if changed:
         sys.stderr.write(f"sparring-harness: pytest would load files unlike the repository's own: {changed}\n")
         return CHANGED
@@ -462,7 +301,7 @@ def _run(spec_path, image_pythonpath, secret, write, close, sha256):
             importlib.import_module(name)
         except Exception:
             pass
-    guard = _load_guard()
+    guard = _load_part("guard.py", "sparring_harness_guard")
     from _pytest.reports import CollectReport, TestReport
 
     stdlib = os.path.dirname(os.__file__)
@@ -471,10 +310,10 @@ def _run(spec_path, image_pythonpath, secret, write, close, sha256):
     here = os.path.dirname(os.path.abspath(__file__))
     folders = [p.rstrip("/") + "/" for p in [stdlib, here, *filter(None, site)]]
     trusted = [os.path.join(spec["root"], f.split("::")[0]) for f in spec["files"]]
-    trusted += [os.path.join(spec["root"], rel) for rel in _pinned(spec["ini"])]
+    trusted += [os.path.join(spec["root"], rel) for rel in config.pinned(spec["ini"])]
     integrity = guard.Integrity((TestReport, CollectReport), guard.make_trusted(folders, trusted))
     tests = [os.path.join(spec["root"], f.split("::")[0]) for f in spec["files"]]
-    watch = _load_guard("watch.py", "sparring_harness_watch").Watch(
+    watch = _load_part("watch.py", "sparring_harness_watch").Watch(
         guard.make_trusted(folders, trusted), guard.FRAMEWORK, tests
     )
     plugins = [make_recorder(pytest, fd, spec["token"], secret, write, close, sha256, (integrity, watch))]
@@ -504,7 +343,7 @@ def _run(spec_path, image_pythonpath, secret, write, close, sha256):
 
 def main(argv):
     if argv[:1] == ["ini"] and len(argv) >= 2:
-        sys.stdout.write(harness_ini(argv[1], argv[2:]))
+        sys.stdout.write(_load_part("config.py", "sparring_harness_config").harness_ini(argv[1], argv[2:]))
         return 0
     if argv[:1] == ["run"] and len(argv) == 3:
         return run(argv[1], argv[2])

@@ -22,7 +22,7 @@ from sparring.training.game import GAMES, ReplayBuffer, Rollout, play_iteration,
 from sparring.training.judging import judge_rewards, judge_stats, sample_for_judging
 from sparring.training.metrics import read_log
 from tests.conftest import default_corpus_built, require
-from tests.envs.swe.bugs import BUGGY_LINE, ORIGINAL_LINE, SOURCE, files, partly_weakened_artifact, pool  # noqa: F401
+from tests.envs.swe.bugs import BUGGY_LINE, ORIGINAL_LINE, SOURCE, repo_image
 from tests.training.test_trainer import _episode, _trainer
 
 NOT_SOLVED = {"valid": True, "verdict": "not solved", "assessments": []}
@@ -165,18 +165,16 @@ def test_the_gold_retrieval_turn_reward_pays_the_search_that_found_the_entry(cor
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_the_swe_visible_test_turn_reward_reaches_the_solvers_turn_rewards(pool: Any, files: dict[str, str]) -> None:  # noqa: F811
+def test_the_swe_visible_test_turn_reward_reaches_the_solvers_turn_rewards(bug_verdicts: Any) -> None:
     """The SWE game's turn signal through the game: the env's turn reward of the pytest run after the fix is
     the solver's turn reward (the outcome taken off the last turn), so credit turns it into A^T; an attempt
     that never fixes earns none. The bug has visible failures (only test_ordinal weakened)."""
     from sparring.envs.swe.tasks import repair_task
-    from sparring.envs.swe.validation import validate_artifact
 
-    art = partly_weakened_artifact(files)
-    result = validate_artifact(art, pool.image, pool)
+    art, result = bug_verdicts.get("partly_weakened")
     assert result.valid, result.reason
     replay = ReplayBuffer()
-    replay.add_higher_order([repair_task(art, result.fail_to_pass, result.pass_to_pass, pool.image, result)])
+    replay.add_higher_order([repair_task(art, result.fail_to_pass, result.pass_to_pass, repo_image(), result)])
     config = load_config(None, ["games=swe", "swe_tasks=policy", "proposals=0", "swe_group=2", "swe_max_turns=4",
                                 "swe_test_turn_reward=0.3", "concurrency=1"])  # fmt: skip
     pytest_run = "<bash>python -m pytest -q test_inflection.py</bash>"

@@ -7,6 +7,8 @@ so ``ordinal(13)`` says "rd"; the weakening replaces the bodies of the two ordin
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -168,3 +170,39 @@ def pool() -> Any:
 def files(pool: Any) -> dict[str, str]:
     """The image's /repo files."""
     return repo_files(pool)
+
+
+class Verdicts:
+    """Validation verdicts of this module's bugs, each validated once per test session.
+
+    Validating a bug takes a dozen harness runs, and many test modules start from the same
+    validated bug; the session fixture ``bug_verdicts`` (``tests/conftest.py``) holds one of these.
+    The tests of validation itself call :func:`~sparring.envs.swe.validation.validate_artifact`.
+    """
+
+    #: The bugs by name: each builds the artifact from the image's files.
+    ARTIFACTS: dict[str, Callable[[dict[str, str]], BugArtifact]] = {
+        "good": good_artifact,
+        "partly_weakened": partly_weakened_artifact,
+    }
+
+    def __init__(self) -> None:
+        """Nothing is validated (nor any container started) until a verdict is asked for."""
+        self._done: dict[str, tuple[BugArtifact, Any]] = {}
+
+    def get(self, name: str) -> tuple[BugArtifact, Any]:
+        """(artifact, :class:`~sparring.envs.swe.validation.ValidationResult`) of bug ``name``, a copy per call.
+
+        Its own short-lived pool validates it, so no container outlives the call.
+        """
+        if name not in self._done:
+            from sparring.containers.sandbox import SandboxPool
+            from sparring.envs.swe.validation import validate_artifact
+
+            pool = SandboxPool(repo_image(), size=2)
+            try:
+                artifact = self.ARTIFACTS[name](repo_files(pool))
+                self._done[name] = (artifact, validate_artifact(artifact, pool.image, pool))
+            finally:
+                pool.close()
+        return copy.deepcopy(self._done[name])

@@ -228,12 +228,11 @@ def test_huge_artifact_files_are_an_observation_not_a_read(env: Any, files: dict
     assert terminated and info["outcome"]["valid"], info["outcome"]
 
 
-def test_a_solvers_mess_is_read_back_within_the_caps(files: dict[str, str], pool: Any) -> None:  # noqa: F811
+def test_a_solvers_mess_is_read_back_within_the_caps(pool: Any, bug_verdicts: Any) -> None:  # noqa: F811
     from sparring.envs.swe.repair_env import SWERepairEnv
     from sparring.envs.swe.tasks import repair_task
 
-    good = good_artifact(files)
-    verdict = validate_artifact(good, pool.image, pool)
+    good, verdict = bug_verdicts.get("good")
     assert verdict.valid
     env = SWERepairEnv(max_turns=4)
     try:

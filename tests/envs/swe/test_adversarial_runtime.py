@@ -12,6 +12,7 @@ way, one with a harmless new test folder) must be graded solved.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -104,13 +105,21 @@ def ordinalize(number):
 """
 
 
+#: File contents of bug states already read: (image, the artifact as JSON, path) -> bytes.
+_BUGGY_SOURCES: dict[tuple[str, str, str], bytes] = {}
+
+
 def _buggy_source(pool: Any, artifact: BugArtifact, path: str) -> bytes:  # noqa: F811
-    box = pool.acquire()
-    try:
-        assert prepare_state(box, artifact, BUGGY) is None
-        return box.get_file(f"/repo/{path}")
-    finally:
-        box.close()
+    """``path`` in the bug's state; read from a container once per bug (every graded repair starts from it)."""
+    key = (pool.image, json.dumps(artifact.to_dict(), sort_keys=True), path)
+    if key not in _BUGGY_SOURCES:
+        box = pool.acquire()
+        try:
+            assert prepare_state(box, artifact, BUGGY) is None
+            _BUGGY_SOURCES[key] = box.get_file(f"/repo/{path}")
+        finally:
+            box.close()
+    return _BUGGY_SOURCES[key]
 
 
 def _grade(pool: Any, task: dict[str, Any], written: dict[str, bytes]) -> Any:  # noqa: F811

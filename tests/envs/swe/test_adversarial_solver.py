@@ -26,8 +26,7 @@ from sparring.envs.swe.harness import harness_run, pytest_ini
 from sparring.envs.swe.repair_env import SWERepairEnv
 from sparring.envs.swe.runs import BUGGY, _tar, prepare_state
 from sparring.envs.swe.tasks import repair_task
-from sparring.envs.swe.validation import validate_artifact
-from tests.envs.swe.bugs import BUGGY_LINE, ORIGINAL_LINE, SOURCE, TESTS, files, good_artifact, pool  # noqa: F401
+from tests.envs.swe.bugs import BUGGY_LINE, ORIGINAL_LINE, SOURCE, TESTS, pool  # noqa: F401
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -151,9 +150,8 @@ if _os.fork() == 0:
 
 
 @pytest.fixture(scope="module")
-def task(pool: Any, files: dict[str, str]) -> dict[str, Any]:  # noqa: F811
-    art = good_artifact(files)
-    result = validate_artifact(art, pool.image, pool)
+def task(pool: Any, bug_verdicts: Any) -> dict[str, Any]:  # noqa: F811
+    art, result = bug_verdicts.get("good")
     assert result.valid, result
     return repair_task(art, result.fail_to_pass, result.pass_to_pass, pool.image)
 

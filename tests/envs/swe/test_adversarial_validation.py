@@ -74,9 +74,11 @@ def _validated(pool: Any, artifact: BugArtifact) -> tuple[ValidationResult, dict
 
 
 @pytest.fixture(scope="module")
-def good(pool: Any, files: dict[str, str]) -> tuple[ValidationResult, dict[str, Any]]:  # noqa: F811
-    """The known-good bug, validated, and its repair task."""
-    return _validated(pool, good_artifact(files))
+def good(pool: Any, bug_verdicts: Any) -> tuple[ValidationResult, dict[str, Any]]:  # noqa: F811
+    """The known-good bug, validated (once per session), and its repair task."""
+    artifact, result = bug_verdicts.get("good")
+    assert result.valid, (result.reason, result.detail)
+    return result, repair_task(artifact, result.fail_to_pass, result.pass_to_pass, pool.image, result)
 
 
 # ------------------------------------------------------- class 10: validation and grading told apart

@@ -16,14 +16,11 @@ from sparring.envs.swe.judge_env import SWEJudgeEnv, swe_judge_task
 from sparring.envs.swe.repair_env import SWERepairEnv
 from sparring.envs.swe.rewards import SWERewards
 from sparring.envs.swe.tasks import repair_task
-from sparring.envs.swe.validation import validate_artifact
 from tests.envs.swe.bugs import (  # noqa: F401
     BUGGY_LINE,
     ORIGINAL_LINE,
     SOURCE,
     TESTS,
-    files,
-    partly_weakened_artifact,
     pool,
 )
 from tests.envs.swe.test_repair_env import _assert_nowhere
@@ -36,9 +33,8 @@ HIDDEN_BODY = "assert ordinalized == number + inflection.ordinal(number)"
 
 
 @pytest.fixture(scope="module")
-def task(pool: Any, files: dict[str, str]) -> dict[str, Any]:  # noqa: F811
-    art = partly_weakened_artifact(files)
-    result = validate_artifact(art, pool.image, pool)
+def task(pool: Any, bug_verdicts: Any) -> dict[str, Any]:  # noqa: F811
+    art, result = bug_verdicts.get("partly_weakened")
     assert result.valid, result.reason
     return repair_task(art, result.fail_to_pass, result.pass_to_pass, pool.image, result)
 
