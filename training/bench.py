@@ -52,7 +52,8 @@ def _progress(side: str, index: int, iteration: dict[str, float]) -> None:
     """One line per iteration on stderr (a run under load takes a while)."""
     print(
         f"bench train: {side} iteration {index}: {iteration['seconds']:.1f} s "
-        f"({iteration['generation_seconds']:.1f} s generating {iteration['generated_tokens']} tokens)",
+        f"({iteration['generation_seconds']:.1f} s generating {iteration['generated_tokens']} tokens"
+        + (f", {iteration['weight_sync_seconds']:.2f} s weight sync)" if "weight_sync_seconds" in iteration else ")"),
         file=sys.stderr,
         flush=True,
     )
