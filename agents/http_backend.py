@@ -219,6 +219,11 @@ class VLLMServerGenerator(HTTPGenerator):
     are refused in one sentence rather than recorded, as is a CPU server for a model with tied
     embeddings (its output layer would keep the old weights after a reload).
 
+    Several training ranks share one server: they hold the same weights after an update, so one of them
+    (``pushes=True``) writes the file and asks for the reload, and the others (``pushes=False``) skip the
+    push; every rank then calls ``wait`` (a barrier of all ranks) before it counts the new version, so no
+    rank asks the server for a turn before the new weights are in it.
+
     Args:
         base_url: Server root including ``/v1``.
         weights_dir: A folder this process writes and the server reads (a shared file system).
@@ -226,6 +231,10 @@ class VLLMServerGenerator(HTTPGenerator):
         tokenizer: The trainer's tokenizer (None: the served model's).
         model: The served model's name (None: the first of ``/v1/models``).
         timeout: Seconds one request may take before it fails in one sentence (generation included).
+        pushes: Whether this process pushes the weights; False: another process (training rank 0) pushes
+            the same weights, and ``wait`` returns once it has.
+        wait: Called after every push (this process's or another's), before the version counts: with
+            several ranks, a barrier of all ranks; by default nothing.
 
     Raises:
         SparringError: The server is not reachable, lacks the dev endpoints, or returns raw logprobs.
@@ -240,6 +249,8 @@ class VLLMServerGenerator(HTTPGenerator):
         tokenizer: Any = None,
         model: str | None = None,
         timeout: float = 600.0,
+        pushes: bool = True,
+        wait: Callable[[], None] = lambda: None,
     ):
         """Connect, check the server keeps the logprob contract, and push ``policy``'s weights."""
         from pathlib import Path
@@ -249,10 +260,12 @@ class VLLMServerGenerator(HTTPGenerator):
         self.admin = JSONClient(root, "the vLLM server", f"start it with `{VLLM_SERVE}`", HTTPPolicy(timeout_s=timeout))
         self._check_server(policy)
         self.policy = policy
+        self.pushes, self.wait = pushes, wait
         self.weights_dir = Path(weights_dir)
         self.weights_dir.mkdir(parents=True, exist_ok=True)
-        if policy is not None:  # the trainer's weights, not the served checkpoint's (a resumed run)
+        if policy is not None and pushes:  # the trainer's weights, not the served checkpoint's (a resumed run)
             self._push(dict(policy.named_parameters()))
+        wait()
 
     def _check_server(self, policy: Any) -> None:
         """Refuse a server that cannot keep the logprob contract or would keep stale weights after a reload."""
@@ -282,10 +295,15 @@ class VLLMServerGenerator(HTTPGenerator):
     def update_weights(self, state_dict: Mapping[str, Any] | None = None) -> int:
         """Push new weights (None: ``policy``'s parameters) to the server; returns the new version.
 
+        Without ``pushes`` nothing is sent (the pushing rank sends the same weights); every rank waits for the
+        push (``wait``) before the version counts.
+
         Raises:
             SparringError: No state dict and no ``policy``, or the server did not reload in time.
         """
-        self._push(weights_to_push(self, state_dict))
+        if self.pushes:
+            self._push(weights_to_push(self, state_dict))
+        self.wait()
         self._version += 1
         return self._version
 

@@ -5,7 +5,9 @@ drops what it derived from the old weights). ``vllm`` runs vLLM's engine in the 
 with its own copy of the weights, which :meth:`~sparring.agents.generation.Generator.update_weights`
 refreshes from the trainer's parameters after every update (vLLM's ``reload_weights``). ``server``
 samples from a ``vllm serve`` process (other GPUs, another machine), whose weights are pushed
-after every update through a shared folder and the server's ``reload_weights`` endpoint.
+after every update through a shared folder and the server's ``reload_weights`` endpoint. Several
+ranks share one server: every rank holds the same weights after an update, so rank 0 alone pushes
+them, and every rank waits at a barrier until that push is done before it samples again.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ def build_generator(config: TrainConfig, model: Any, tokenizer: Any, device: str
         from pathlib import Path
 
         from sparring.agents.http_backend import VLLMServerGenerator
+        from sparring.training.ranks import barrier, rank
 
         generator = VLLMServerGenerator(
             config.server_url,
@@ -56,6 +59,8 @@ def build_generator(config: TrainConfig, model: Any, tokenizer: Any, device: str
             policy=model,
             tokenizer=tokenizer,
             timeout=config.server_timeout,
+            pushes=rank() == 0,
+            wait=barrier,
         )
         return generator  # its name is the served model's, which every request names
     generator.name = str(config.model)

@@ -5,8 +5,11 @@ same policy, and each iteration is: play ``tasks × group`` episodes (G attempts
 tasks on both sides), score them with the env's outcome reward, then one optimizer step.
 
 - **ours**: the game's machinery with the solver role only (:func:`~sparring.training.game.play_iteration`
-  on the HF backend's continuous batch, stop strings ending each turn at its tool call), then
-  :meth:`~sparring.training.trainer.Trainer.reinforce`.
+  on the generation backend ``backend`` names, stop strings ending each turn at its tool call), then
+  :meth:`~sparring.training.trainer.Trainer.reinforce`. With ``hf`` (the HF backend's continuous batch)
+  the generator shares the trained model; with ``vllm`` it is vLLM's engine in the same process, whose
+  copy of the weights the trainer pushes after every update. That push is timed where it happens
+  (``Trainer.sync_generator``, reported by ``reinforce`` as ``weight_sync_seconds``), inside the update.
 - **trl**: ``trl.GRPOTrainer(environment_factory=...)`` through :mod:`sparring.envs.trl`, whose
   padded ``generate`` runs each turn to the end-of-turn token or the budget.
 
@@ -49,7 +52,8 @@ def _progress(side: str, index: int, iteration: dict[str, float]) -> None:
     """One line per iteration on stderr (a run under load takes a while)."""
     print(
         f"bench train: {side} iteration {index}: {iteration['seconds']:.1f} s "
-        f"({iteration['generation_seconds']:.1f} s generating {iteration['generated_tokens']} tokens)",
+        f"({iteration['generation_seconds']:.1f} s generating {iteration['generated_tokens']} tokens"
+        + (f", {iteration['weight_sync_seconds']:.2f} s weight sync)" if "weight_sync_seconds" in iteration else ")"),
         file=sys.stderr,
         flush=True,
     )
@@ -105,6 +109,8 @@ def _run_ours(settings: dict[str, Any]) -> dict[str, Any]:
         out=out,
         seed=settings["seed"],
         threads=settings["threads"],
+        backend=settings["backend"],
+        vllm_dtype=settings["vllm_dtype"],
     )
     trainer = Trainer(config)
     solver_only = dataclasses.replace(GAMES["search"], plays_proposer=lambda config: False)
@@ -113,7 +119,7 @@ def _run_ours(settings: dict[str, Any]) -> dict[str, Any]:
         t0 = time.perf_counter()
         played = play_iteration(solver_only, trainer.generator, config, i, trainer.rng, trainer.replay["search"])
         t1 = time.perf_counter()
-        trainer.reinforce(played.rollouts)
+        update = trainer.reinforce(played.rollouts)
         t2 = time.perf_counter()
         episodes = [r.episode for r in played.rollouts]
         if len(episodes) != settings["tasks"] * settings["group"]:
@@ -132,6 +138,7 @@ def _run_ours(settings: dict[str, Any]) -> dict[str, Any]:
                 "turns": sum(len(ep.turns) for ep in episodes),
                 "tool_calls": sum(1 for ep in episodes for t in ep.turns if t.tool),
                 "reward_mean": sum(r.reward for r in played.rollouts) / len(played.rollouts),
+                "weight_sync_seconds": (update.extra or {})["weight_sync_seconds"],
             }
         )
         _progress("ours", i, iterations[-1])
@@ -296,6 +303,8 @@ def bench_train(
     seed: int = 0,
     checkpointing: bool = True,
     update_tokens_per_batch: int = TrainConfig.update_tokens_per_batch,
+    backend: str = "hf",
+    vllm_dtype: str = TrainConfig.vllm_dtype,
 ) -> dict[str, Any]:
     """Run our trainer, then TRL's GRPO, on the same solver tasks; return the figures.
 
@@ -312,6 +321,9 @@ def bench_train(
         seed: Seed of task draws, sampling and updates.
         checkpointing: Recompute activations in the backward pass on both sides (ours' default and TRL's).
         update_tokens_per_batch: Ours: tokens per forward pass of the update (1: one episode per pass).
+        backend: Ours: what generates, ``hf`` (the trained model itself) or ``vllm`` (vLLM in process,
+            weights pushed after every update; needs the vllm extra).
+        vllm_dtype: Ours with ``vllm``: the engine's weights (``bfloat16`` or ``float32``).
     """
     try:
         import trl  # noqa: F401
@@ -326,6 +338,10 @@ def bench_train(
         )
     if group < 2:
         raise SparringError("--group must be at least 2: GRPO compares the attempts at one task.")
+    if backend not in ("hf", "vllm") or vllm_dtype not in ("bfloat16", "float32"):
+        raise SparringError(
+            f"--backend must be hf or vllm (not {backend!r}) and --vllm-dtype bfloat16 or float32 (not {vllm_dtype!r})."
+        )
     settings = {
         "model": model,
         "tasks": tasks,
@@ -339,6 +355,8 @@ def bench_train(
         "seed": seed,
         "checkpointing": checkpointing,
         "update_tokens_per_batch": update_tokens_per_batch,
+        "backend": backend,
+        "vllm_dtype": vllm_dtype,
     }
     machine = bench_machine()
     ours = _in_child(_run_ours, settings)
@@ -349,10 +367,12 @@ def bench_train(
     def both(key: str, digits: int = 2) -> dict[str, float]:
         return {side: round(float(figures[key]), digits) for side, figures in sides.items()}
 
+    sync = sides["ours"]["weight_sync_seconds"]
     return {
         "bench": "train",
         "env": ENV_ID,
         "model": model,
+        "backend": backend,
         "device": "cpu",
         "torch_threads": threads,
         **machine,
@@ -370,11 +390,15 @@ def bench_train(
             "same_tasks": True,
             "activation_checkpointing": checkpointing,
             "ours_update_tokens_per_batch": update_tokens_per_batch,
+            "ours_generation": f"vllm in process, {vllm_dtype}" if backend == "vllm" else "hf, the trained model",
             "objective": "PPO-clip 0.2/0.28, token-level mean, group std scaling, no KL, 1 step per iteration",
             "lr": lr,
         },
         "seconds_per_iteration": both("seconds"),
         "ratio_vs_trl": round(sides["ours"]["seconds"] / sides["trl"]["seconds"], 3),
+        # ours: the weight push after each update (vllm: into the engine; hf: the generator's caches dropped)
+        "weight_sync_seconds": round(sync, 3),
+        "weight_sync_share": round(sync / sides["ours"]["seconds"], 4),
         "generation_seconds_per_iteration": both("generation_seconds"),
         "training_seconds_per_iteration": both("training_seconds"),
         "generation_tokens_per_s": both("generation_tokens_per_s"),
@@ -410,6 +434,8 @@ def bench_command(
         help="Ours: tokens per forward pass of the update, the config's update_tokens_per_batch (1: one episode "
         "per pass, as before micro-batching).",
     ),
+    backend: str = typer.Option("hf", help="Ours: generate with hf (the trained model) or vllm (weights pushed)."),
+    vllm_dtype: str = typer.Option(TrainConfig.vllm_dtype, help="Ours with --backend vllm: the engine's weights."),
 ) -> None:
     """Seconds per iteration of our trainer and of TRL's GRPO on the same solver env, model and budget."""
 
@@ -425,5 +451,7 @@ def bench_command(
         seed=seed,
         checkpointing=checkpointing,
         update_tokens_per_batch=update_tokens_per_batch,
+        backend=backend,
+        vllm_dtype=vllm_dtype,
     )
     print_figures(result, as_json)

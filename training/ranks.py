@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
-__all__ = ["all_sum", "all_max", "gather_objects", "mean_by_key", "sum_gradients"]
+__all__ = ["all_sum", "all_max", "barrier", "gather_objects", "mean_by_key", "rank", "sum_gradients"]
 
 #: Elements per flattened all-reduce of the gradients (64 MiB of float32): few calls, bounded extra memory.
 BUCKET = 1 << 24
@@ -24,6 +24,17 @@ BUCKET = 1 << 24
 
 def _active() -> bool:
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def rank() -> int:
+    """This process's rank (0 with one process)."""
+    return dist.get_rank() if _active() else 0
+
+
+def barrier() -> None:
+    """Return once every rank has called this (at once with one process)."""
+    if _active():
+        dist.barrier()
 
 
 def all_sum(values: list[float], device: torch.device | str = "cpu") -> list[float]:

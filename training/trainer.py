@@ -110,6 +110,7 @@ class Trainer:
         self.warm_started = False
         self.seconds_before = 0.0  # the run's time in earlier processes (a resumed run's checkpoint)
         self.longest_iteration = 0.0
+        self.weight_sync_seconds = 0.0  # the last sync_generator's (the weight push into vLLM or a server)
         self._started = time.perf_counter()
 
     def elapsed(self) -> float:
@@ -142,9 +143,11 @@ class Trainer:
         """The generator samples from the policy's current weights from now on.
 
         HF: drops stale KV prefixes, repacks; vLLM: reloads its copy. A sharded policy's whole weights are
-        gathered for it first (every rank calls this).
+        gathered for it first (every rank calls this). Its seconds are kept in ``weight_sync_seconds``.
         """
+        t0 = time.perf_counter()
         self.generator.update_weights(full_state_dict(self.policy_model) if is_sharded(self.policy_model) else None)
+        self.weight_sync_seconds = time.perf_counter() - t0
 
     def _autocast(self, bf16: bool) -> Any:
         """A bfloat16 autocast context when ``bf16`` (with ``config.bf16`` accelerate autocasts every pass already)."""
@@ -313,6 +316,7 @@ class Trainer:
                     total = sum(w for _, w in values)
                     if total:
                         stats.extra[key] = sum(v * w for v, w in values) / total
+        extra["weight_sync_seconds"] = self.weight_sync_seconds  # the push after this update (in stats.seconds)
         stats.seconds = time.perf_counter() - t0
         return stats
 

@@ -7,10 +7,7 @@ HF backend on the same weights is the reference.
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,16 +18,7 @@ import pytest
 
 from sparring import SparringError
 from sparring.agents.generation import SamplingParams
-from tests.agents.vllm_fixtures import assert_an_update_reaches, chat_prompts, require_vllm
-
-#: How long the server may take to start on a loaded 2-core machine.
-START_SECONDS = 900
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.agents.vllm_fixtures import assert_an_update_reaches, chat_prompts, free_port, require_vllm, vllm_server
 
 
 @pytest.fixture(scope="module")
@@ -56,34 +44,8 @@ def untied(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def server(untied: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``sparring serve-policy --engine vllm`` of the untied SmolLM2 (float32) on a free port; its ``/v1`` URL."""
-    import httpx
-
-    port = _free_port()
-    log = tmp_path_factory.mktemp("vllm-serve") / "serve.log"
-    env = os.environ | {"VLLM_CPU_KVCACHE_SPACE": "1"}
-    # The command a user runs: it starts vLLM's server as the server backend needs it.
-    command = [sys.executable, "-m", "sparring.cli", "serve-policy", "--engine", "vllm", "--dtype", "float32",
-               "--port", str(port), "--model", str(untied)]  # fmt: skip
-    with open(log, "wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
-    try:
-        deadline = time.monotonic() + START_SECONDS
-        while True:
-            assert process.poll() is None, f"the vLLM server exited: {log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"the vLLM server did not start: {log.read_text()[-3000:]}"
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(2)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        process.terminate()
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    with vllm_server(untied, tmp_path_factory.mktemp("vllm-serve") / "serve.log") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +89,7 @@ def test_a_cpu_server_is_refused_for_a_model_with_tied_embeddings(server: str, t
 def test_a_dead_server_is_one_sentence(tmp_path: Path) -> None:
     from sparring.agents.http_backend import VLLMServerGenerator
 
-    url = f"http://127.0.0.1:{_free_port()}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     started = time.monotonic()
     with pytest.raises(SparringError, match=r"did not answer after 3 tries .*start it") as e:
         VLLMServerGenerator(url, tmp_path, timeout=2)

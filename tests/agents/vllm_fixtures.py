@@ -2,12 +2,62 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sparring.agents.generation import SamplingParams
+
+#: How long a vLLM server may take to start on a loaded 2-core machine.
+START_SECONDS = 900
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def vllm_server(model: Path, log: Path) -> Iterator[str]:
+    """``sparring serve-policy --engine vllm`` of ``model`` (float32) on a free port, its output in ``log``;
+    its ``/v1`` URL once it answers, stopped afterwards."""
+    import httpx
+
+    port = free_port()
+    env = os.environ | {"VLLM_CPU_KVCACHE_SPACE": "1"}
+    # The command a user runs: it starts vLLM's server as the server backend needs it.
+    command = [sys.executable, "-m", "sparring.cli", "serve-policy", "--engine", "vllm", "--dtype", "float32",
+               "--port", str(port), "--model", str(model)]  # fmt: skip
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + START_SECONDS
+        while True:
+            assert process.poll() is None, f"the vLLM server exited: {log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"the vLLM server did not start: {log.read_text()[-3000:]}"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(2)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        process.terminate()
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 def require_vllm() -> None:

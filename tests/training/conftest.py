@@ -33,6 +33,23 @@ def tiny_model(tokenizer: Any, seed: int = 0, **settings: Any) -> Any:
     return LlamaForCausalLM(config)
 
 
+def tiny_vllm_model(tokenizer: Any, folder: Path, tied: bool = True) -> Path:
+    """A two-layer Llama with SmolLM2's vocabulary and a head size vLLM's CPU attention supports (32), saved with
+    the tokenizer in ``folder`` (``tied=False``: an output layer of its own, as a CPU vLLM server needs)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=tied, max_position_embeddings=4096,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+    )  # fmt: skip
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def smol_tokenizer() -> Any:
     """SmolLM2's tokenizer (and chat template), from the model setup converted."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
+from transformers import AutoModelForCausalLM
 
 from sparring.agents.chat import append_tokens
 from sparring.agents.model import load_tokenizer
@@ -187,6 +189,48 @@ def memory(trainer: Trainer, rank: int) -> dict[str, Any]:
     return resident_bytes(trainer.policy_model, trainer.optimizer)
 
 
+def _greedy_against_own_scores(trainer: Trainer, prompt: list[int]) -> tuple[list[float], float]:
+    """The generator's greedy logprobs of a 4-token turn, and their largest difference from the policy's own scores."""
+    from sparring.agents.generation import SamplingParams
+
+    out = trainer.generator.generate([prompt], SamplingParams(temperature=0.0, max_new_tokens=4))[0]
+    with torch.no_grad():
+        logits = trainer.policy_model(torch.tensor([prompt + out.token_ids])).logits[0, len(prompt) - 1 : -1].float()
+    own = torch.log_softmax(logits, -1).gather(-1, torch.tensor(out.token_ids)[:, None]).squeeze(-1)
+    return out.logprobs, float((torch.tensor(out.logprobs) - own).abs().max())
+
+
+def server(trainer: Trainer, rank: int) -> dict[str, Any]:
+    """Both ranks sample from one vLLM server (``backend=server``), update on their own episodes, sample again."""
+    from safetensors.torch import load_file
+
+    generator: Any = trainer.generator
+    weights = generator.weights_dir / "model.safetensors"
+    pushes: list[float] = []
+    push = generator._push
+
+    def counted(state_dict: Any) -> None:  # the real push, counted
+        pushes.append(1.0)
+        push(state_dict)
+
+    generator._push = counted
+    prompt = trainer.tokenizer.encode(f"Rank {rank} asks a question of its own.")
+    before, error_before = _greedy_against_own_scores(trainer, prompt)
+    update(trainer, rank)  # each rank's own episodes; the gradient all-reduce keeps the replicas equal
+    after, error_after = _greedy_against_own_scores(trainer, prompt)
+    pushed = load_file(str(weights))  # what the server reloaded, read after every rank passed the barrier
+    params = trainer.policy_model.named_parameters()
+    return {
+        "pushes": len(pushes),
+        "version": generator.weights_version,
+        "checksum": _checksum(trainer),
+        "error_before": error_before,
+        "error_after": error_after,
+        "changed": before != after,
+        "file_is_the_policy": all(torch.equal(pushed[n], p.detach()) for n, p in params),
+    }
+
+
 def smol_shaped(tokenizer: Any) -> Any:
     """SmolLM2-135M's configuration (vocabulary, width, heads, tied head) with 2 of its 30 layers, random weights."""
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -199,9 +243,14 @@ def smol_shaped(tokenizer: Any) -> Any:
     return AutoModelForCausalLM.from_config(config)
 
 
-SCENARIOS = {f.__name__: f for f in (update, idle, keys, warm, tokens, resume, fsdp_update, fsdp_checkpoint, memory)}
-#: The model a scenario trains when not the tiny one.
-MODELS = {"memory": smol_shaped}
+SCENARIOS = {
+    f.__name__: f for f in (update, idle, keys, warm, tokens, resume, fsdp_update, fsdp_checkpoint, memory, server)
+}
+#: The model a scenario trains when not the tiny one: ``(tokenizer, model folder)`` to the model.
+MODELS: dict[str, Callable[[Any, str], Any]] = {
+    "memory": lambda tokenizer, _: smol_shaped(tokenizer),
+    "server": lambda _, folder: AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32),  # the served one
+}
 
 
 def main() -> None:
@@ -209,7 +258,7 @@ def main() -> None:
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     tokenizer = load_tokenizer(model_dir)
     config = load_config(None, [f"out={out.parent / 'run'}", *SETTINGS, *overrides])
-    model = MODELS.get(scenario, lambda t: tiny_model(t, seed=0))(tokenizer)
+    model = MODELS.get(scenario, lambda t, _: tiny_model(t, seed=0))(tokenizer, model_dir)
     trainer = Trainer(config, model=model, tokenizer=tokenizer)
     result = SCENARIOS[scenario](trainer, trainer.rank)
     results = gather_objects(result)

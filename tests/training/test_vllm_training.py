@@ -10,24 +10,9 @@ import pytest
 from sparring import SparringError
 from sparring.training.config import load_config
 from tests.agents.vllm_fixtures import require_vllm
+from tests.training.conftest import tiny_vllm_model
 
 pytestmark = [pytest.mark.slow, pytest.mark.model]
-
-
-def _tiny_vllm_model(tokenizer: Any, folder: Path) -> Path:
-    """A two-layer Llama with SmolLM2's vocabulary and a head size vLLM's CPU attention supports (32)."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True, max_position_embeddings=4096,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-    )  # fmt: skip
-    LlamaForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 def test_a_two_iteration_run_samples_with_vllm_and_syncs_it_after_every_update(
@@ -39,7 +24,7 @@ def test_a_two_iteration_run_samples_with_vllm_and_syncs_it_after_every_update(
     from sparring.training.trainer import Trainer
 
     require_vllm()
-    model = _tiny_vllm_model(smol_tokenizer, tmp_path / "model")
+    model = tiny_vllm_model(smol_tokenizer, tmp_path / "model")
     config = load_config(None, [
         f"out={tmp_path / 'run'}", f"model={model}", "backend=vllm", "vllm_dtype=float32", "games=search",
         "threads=2", "warm_start=false", "iterations=2", "proposals=2", "search_group=2", "drawn_tasks=1",
