@@ -160,6 +160,14 @@ class TrainConfig:
     """Weight of the k3 KL penalty to the reference (the model at the start of self-play); 0: no reference."""
     tis_cap: float = 2.0
     """Cap of the truncated importance weight between the generator's and the trainer's logprobs."""
+    async_rollouts: bool = False
+    """Play the next game-iteration's episodes while this one's update runs (a worker thread updates, the main thread
+    plays with the weights of before that update): each update then trains on episodes one weights version old,
+    corrected by the truncated importance weight (``tis_cap``). The hf backend samples from a copy of the weights of
+    its own then. One process only."""
+    max_staleness: int = 1
+    """The most weights versions an episode may lag the weights its update steps; older episodes' groups are dropped
+    (counted as ``GAME/update/stale_dropped``). ``async_rollouts`` needs at least 1 (its episodes are 1 version old)."""
     proposer_weight: float = 1.0
     """Loss weight of proposer tokens."""
     solver_weight: float = 1.0
@@ -340,7 +348,7 @@ RANGES: dict[str, Range] = {
         "replay_clear_every", "warm_start_episodes", "warm_start_proposer_episodes", "warm_start_swe_episodes",
         "warm_start_validator_demos", "warm_start_judge_demos", "warm_start_epochs", "checkpoint_every", "seed",
         "prefix_cache_tokens", "temperature", "weight_decay", "max_grad_norm", "lam", "clip_high", "kl_coef",
-        "proposer_weight", "solver_weight", "time_limit_minutes", "swe_alpha", "judge_episodes",
+        "proposer_weight", "solver_weight", "time_limit_minutes", "swe_alpha", "judge_episodes", "max_staleness",
     ), NOT_NEGATIVE),
     # Rewards on the scale of the papers' formulas (a proposer's is in [-α, 1]); correct above wrong is checked apart.
     **dict.fromkeys((
@@ -387,6 +395,11 @@ def _check(config: TrainConfig) -> None:
                 f"config key {good!r} ({getattr(config, good)}) must be above {bad!r} ({getattr(config, bad)}): "
                 "a correct answer has to pay more than a wrong one."
             )
+    if config.async_rollouts and config.max_staleness < 1:  # the overlapped episodes are one version old by design
+        raise SparringError(
+            "async_rollouts=true trains on episodes played during the previous update, one weights version old, so it "
+            "needs max_staleness of at least 1; raise max_staleness or set async_rollouts=false."
+        )
     if config.distributed == "fsdp" and config.optimizer == "adafactor":  # its moments span whole rows and columns
         raise SparringError(
             "optimizer=adafactor cannot step sharded weights (its factored moments average whole rows and columns); "

@@ -7,7 +7,9 @@ For every action token i (padded ``[B, T]`` tensors, ``mask`` marks action token
 * clipped surrogate ``pg_i = -min(r_i A_i, clip(r_i, 1 - eps_low, 1 + eps_high) A_i)``;
 * truncated importance weight ``w_i = min(exp(old_i - behaviour_i), C)`` (detached) corrects for
   the generator (which sampled the tokens, ``behaviour``) and the trainer disagreeing on the
-  probabilities of the same weights;
+  probabilities of the same weights, and for older weights having sampled them (asynchronous
+  rollouts): decoupled PPO, the clip around the trainer's own ``old`` and the behaviour policy
+  only in the weight;
 * k3 KL estimate to a reference ``kl_i = exp(ref_i - logp_i) - (ref_i - logp_i) - 1``;
 * per-token loss ``l_i = u_i (w_i pg_i + beta kl_i)``, with ``u_i`` the per-token (per-role) weight;
 * token-level mean over all action tokens of the batch (DAPO): ``L = sum_i m_i l_i / sum_i m_i``.
@@ -65,7 +67,8 @@ def policy_loss(
 
     Returns:
         The scalar loss and its statistics: ``clip_frac_low``, ``clip_frac_high``, ``ratio_mean``,
-        ``ratio_dev`` (mean ``|r - 1|``), ``kl``, ``tis_mean``, ``tis_capped_frac``, ``tokens``.
+        ``ratio_dev`` (mean ``|r - 1|``), ``kl``, ``tis_mean``, ``tis_capped_frac``, ``tis_max`` (the largest
+        weight before the cap), ``tokens``.
     """
     m = mask.bool()
     mf = m.to(logprobs.dtype)
@@ -108,6 +111,7 @@ def policy_loss(
             "kl": mean(kl),
             "tis_mean": mean(tis),
             "tis_capped_frac": mean(tis_raw > config.tis_cap),
+            "tis_max": float(tis_raw[m].max()) if bool(m.any()) else 1.0,  # before the cap: how far off it got
             "tokens": n.item(),
         }
     return loss, stats

@@ -191,7 +191,8 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
             for game in config.games:
                 t_play = time.perf_counter()
                 rollouts, stats = trainer.play(game)
-                play_seconds = time.perf_counter() - t_play
+                # async_rollouts: played during the last update, in the time it reports
+                play_seconds = stats.pop("seconds_play", time.perf_counter() - t_play)
                 values |= {f"{game}/{k}": v for k, v in stats.items()}
                 values[f"{game}/seconds_play"] = play_seconds
                 generated = sum(sum(r.episode.action_mask) for r in rollouts)

@@ -42,6 +42,7 @@ from sparring.training.fsdp import IDLE, full_state_dict, idle_passes, is_sharde
 from sparring.training.game import GAMES, ReplayBuffer, Rollout, play_iteration
 from sparring.training.loss import LossConfig, policy_loss
 from sparring.training.memory import release
+from sparring.training.pipeline import AsyncRollouts, fresh_enough
 from sparring.training.ranks import all_max, all_sum, mean_by_key, sum_gradients
 from sparring.training.sequences import Sequence, batch_scores, to_sequence, token_batches
 
@@ -90,18 +91,30 @@ class Trainer:
         dtype = weights_dtype(config.dtype, device)
         loaded = model if model is not None else load_model(name, device=str(self.accelerator.device), dtype=dtype)
         self.policy_model: Any  # the HF model (sharded under fsdp), whichever wrapper ``self.model`` is
-        if config.distributed == "fsdp" and self.accelerator.num_processes > 1:
+        self.sampled_model: Any  # the model the generator was built on: the policy, or a copy it samples from
+        sharded = config.distributed == "fsdp" and self.accelerator.num_processes > 1
+        if config.async_rollouts and self.accelerator.num_processes > 1:
+            raise SparringError(
+                "async_rollouts=true runs on one process only (its overlapped update and play are not tested across "
+                "ranks); launch one process or set async_rollouts=false."
+            )
+        # The HF generator samples from a copy of its own where it must not see the trainer's weights: sharded
+        # ones, or ones a concurrent update is changing (async_rollouts); sync_generator pushes them.
+        self.generator_copy = config.backend == "hf" and (sharded or config.async_rollouts)
+        trained = copy.deepcopy(loaded) if self.generator_copy else loaded
+        if sharded:
             # The generator samples from whole weights (gathered after every update, sync_generator): the HF
-            # backend from a copy of its own, vLLM from its engine's (loaded before the policy is sharded).
-            trained = copy.deepcopy(loaded) if config.backend == "hf" else loaded
+            # backend from its copy, vLLM from its engine's (loaded before the policy is sharded).
+            self.sampled_model = loaded
             self.generator = build_generator(config, loaded, self.tokenizer, str(self.accelerator.device))
             self.model = self.policy_model = shard(trained)
             self.optimizer = self.accelerator.prepare(_optimizer(config, trained.parameters()))
         else:
-            self.optimizer = _optimizer(config, loaded.parameters())
-            self.model, self.optimizer = self.accelerator.prepare(loaded, self.optimizer)
+            self.optimizer = _optimizer(config, trained.parameters())
+            self.model, self.optimizer = self.accelerator.prepare(trained, self.optimizer)
             self.policy_model = self.accelerator.unwrap_model(self.model)
-            self.generator = build_generator(config, self.policy_model, self.tokenizer, str(self.accelerator.device))
+            self.sampled_model = loaded if self.generator_copy else self.policy_model
+            self.generator = build_generator(config, self.sampled_model, self.tokenizer, str(self.accelerator.device))
         self.loss_config = LossConfig(config.clip_low, config.clip_high, config.kl_coef, config.tis_cap)
         self.reference: torch.nn.Module | None = None
         self.rng = np.random.default_rng(config.seed + 1000 * self.rank)
@@ -112,6 +125,7 @@ class Trainer:
         self.longest_iteration = 0.0
         self.weight_sync_seconds = 0.0  # the last sync_generator's (the weight push into vLLM or a server)
         self._started = time.perf_counter()
+        self.pipeline = AsyncRollouts(self) if config.async_rollouts else None
 
     def elapsed(self) -> float:
         """Seconds this run has taken so far, the parts before a resume included."""
@@ -120,15 +134,22 @@ class Trainer:
     # ------------------------------------------------------------------------------- updates
 
     @contextlib.contextmanager
-    def _training(self) -> Any:
-        """Autograd-capable layers for the update, then the generator moves to the new weights."""
+    def _training(self, concurrent: bool = False) -> Any:
+        """Autograd-capable layers for the update, then the generator moves to the new weights.
+
+        Args:
+            concurrent: The generator is playing meanwhile (``async_rollouts``): it neither sleeps nor takes
+                the new weights here; :class:`~sparring.training.pipeline.AsyncRollouts` pushes them once
+                its play is done.
+        """
         from sparring.agents.cpu_linear import unpack_linears
         from sparring.agents.model import set_activation_checkpointing
 
         unpack_linears(self.policy_model)
         checkpointing = self.config.gradient_checkpointing and set_activation_checkpointing(self.policy_model, True)
         # A colocated vLLM engine on CUDA sleeps through the update: the GPU memory is the trainer's meanwhile.
-        getattr(self.generator, "sleep", lambda: None)()
+        if not concurrent:
+            getattr(self.generator, "sleep", lambda: None)()
         self.model.train()
         try:
             yield
@@ -136,17 +157,22 @@ class Trainer:
             self.model.eval()
             if checkpointing:
                 set_activation_checkpointing(self.policy_model, False)
-            getattr(self.generator, "wake_up", lambda: None)()
-            self.sync_generator()
+            if not concurrent:
+                getattr(self.generator, "wake_up", lambda: None)()
+                self.sync_generator()
 
     def sync_generator(self) -> None:
         """The generator samples from the policy's current weights from now on.
 
-        HF: drops stale KV prefixes, repacks; vLLM: reloads its copy. A sharded policy's whole weights are
-        gathered for it first (every rank calls this). Its seconds are kept in ``weight_sync_seconds``.
+        HF: drops stale KV prefixes, repacks (a copy of its own first loads the policy's weights); vLLM: reloads
+        its copy. A sharded policy's whole weights are gathered for it first (every rank calls this). Its seconds
+        are kept in ``weight_sync_seconds``.
         """
         t0 = time.perf_counter()
-        self.generator.update_weights(full_state_dict(self.policy_model) if is_sharded(self.policy_model) else None)
+        if is_sharded(self.policy_model):
+            self.generator.update_weights(full_state_dict(self.policy_model))
+        else:
+            self.generator.update_weights(self.policy_model.state_dict() if self.generator_copy else None)
         self.weight_sync_seconds = time.perf_counter() - t0
 
     def _autocast(self, bf16: bool) -> Any:
@@ -250,15 +276,26 @@ class Trainer:
         return rollouts, tokens, dropped
 
     def reinforce(self, rollouts: list[Rollout]) -> UpdateStats:
-        """PPO-clip updates on one iteration's rollouts."""
+        """PPO-clip updates on one iteration's rollouts (with ``async_rollouts``, while the next ones are played)."""
+        if self.pipeline is not None:
+            return self.pipeline.update(rollouts)
+        return self.update(rollouts, self.rng)
+
+    def update(self, rollouts: list[Rollout], rng: np.random.Generator, concurrent: bool = False) -> UpdateStats:
+        """PPO-clip updates on ``rollouts``, mini-batches drawn with ``rng``; see :meth:`_training` for ``concurrent``.
+
+        Groups holding an episode more than ``max_staleness`` weights versions older than the weights being
+        stepped are dropped first (the generator holds the policy's weights at every update's start).
+        """
         cfg = self.config
         t0 = time.perf_counter()
+        rollouts, staleness = fresh_enough(rollouts, self.generator.weights_version, cfg.max_staleness)
         kept, advantages, dropped = self.credit(rollouts)
         weight = {"proposer": cfg.proposer_weight, "solver": cfg.solver_weight}
         sequences = [
             to_sequence(r.episode, list(a), weight.get(r.role, 1.0)) for r, a in zip(kept, advantages, strict=True)
         ]
-        extra: dict[str, float] = {}
+        extra: dict[str, float] = dict(staleness)
         stats = UpdateStats(dropped_zero_variance=dropped, sequences=len(sequences), extra=extra)
         if sequences:  # the token advantages A^O + λ·A^T on the action tokens trained on
             adv = torch.cat([s.advantages for s in sequences])
@@ -269,8 +306,8 @@ class Trainer:
                 "adv_zero_frac": float((adv == 0).float().mean()) if adv.numel() else 0.0,
             }
         temperature = cfg.temperature if cfg.temperature > 0 else 1.0
-        with self._training():
-            parts = mini_batches(len(sequences), cfg.updates_per_iteration, self.rng)
+        with self._training(concurrent):
+            parts = mini_batches(len(sequences), cfg.updates_per_iteration, rng)
             # The first mini-batch's are its own trained pass's (detached) unless dropout makes that pass noisy.
             needed = parts[1:] if not _has_dropout(self.policy_model) else parts
             old = self.old_logprobs([sequences[int(i)] for part in needed for i in part], temperature)
@@ -316,6 +353,8 @@ class Trainer:
                     total = sum(w for _, w in values)
                     if total:
                         stats.extra[key] = sum(v * w for v, w in values) / total
+                if collected:  # the largest importance weight of the step's tokens, before the cap
+                    stats.extra["tis_max"] = max(stats.extra.get("tis_max", 0.0), *(c["tis_max"] for c in collected))
         extra["weight_sync_seconds"] = self.weight_sync_seconds  # the push after this update (in stats.seconds)
         stats.seconds = time.perf_counter() - t0
         return stats
@@ -344,11 +383,18 @@ class Trainer:
 
     # ------------------------------------------------------------------------------- the run
 
-    def play(self, game_name: str) -> tuple[list[Rollout], dict[str, float]]:
-        """One iteration of one game with the current policy."""
+    def play(self, game_name: str, iteration: int | None = None) -> tuple[list[Rollout], dict[str, float]]:
+        """One iteration (by default the current one) of one game with the generator's weights.
+
+        With ``async_rollouts`` the rollouts played during the previous update come back when they are this
+        game's and iteration's (their stats then hold ``seconds_play``, the time their play took).
+        """
+        if iteration is None and self.pipeline is not None:
+            return self.pipeline.take(game_name)
         result = play_iteration(
-            GAMES[game_name], self.generator, self.config, self.iteration, self.rng, self.replay[game_name]
-        )
+            GAMES[game_name], self.generator, self.config, self.iteration if iteration is None else iteration,
+            self.rng, self.replay[game_name],
+        )  # fmt: skip
         return result.rollouts, result.stats
 
     def freeze_reference(self, load_start: Callable[[torch.nn.Module], None] | None = None) -> None:

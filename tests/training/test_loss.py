@@ -38,7 +38,7 @@ def test_ratio_one_gives_minus_the_token_mean_advantage():
     assert logp.grad.tolist() == [[-0.25, 0.5, -0.75], [-0.125, 0.0, 0.0]]
     assert stats == {
         "clip_frac_low": 0.0, "clip_frac_high": 0.0, "ratio_mean": 1.0, "ratio_dev": 0.0,
-        "kl": 0.0, "tis_mean": 1.0, "tis_capped_frac": 0.0, "tokens": 4.0,
+        "kl": 0.0, "tis_mean": 1.0, "tis_capped_frac": 0.0, "tis_max": 1.0, "tokens": 4.0,
     }  # fmt: skip
 
 
@@ -123,6 +123,7 @@ def test_truncated_importance_weight_is_capped_and_detached():
     assert logp.grad[0].tolist() == pytest.approx([-1.0, -0.25])  # -w A / 2
     assert stats["tis_mean"] == pytest.approx(1.25)
     assert stats["tis_capped_frac"] == pytest.approx(0.5)
+    assert stats["tis_max"] == pytest.approx(3.0)  # before the cap: how far the behaviour policy was off
 
 
 def test_per_token_weights_scale_and_token_count_overrides_the_denominator():

@@ -73,3 +73,9 @@ def test_each_rank_resumes_its_own_random_streams(tiny_model_dir: Path, tmp_path
     for rank in (first, second):
         assert rank["after_load"] == rank["after_save"]
     assert all(a != b for a, b in zip(first["after_save"], second["after_save"], strict=True))
+
+
+def test_async_rollouts_on_two_ranks_stop_at_the_start_in_one_sentence(tiny_model_dir: Path, tmp_path: Path) -> None:
+    # The overlapped update's collectives beside each rank's play are untested: refused before anything runs.
+    with pytest.raises(AssertionError, match="async_rollouts=true runs on one process only"):
+        two_ranks("update", tiny_model_dir, tmp_path, "async_rollouts=true")

@@ -15,11 +15,14 @@ from tests.training.conftest import tiny_vllm_model
 pytestmark = [pytest.mark.slow, pytest.mark.model]
 
 
+@pytest.mark.parametrize("async_rollouts", [False, True])
 def test_a_two_iteration_run_samples_with_vllm_and_syncs_it_after_every_update(
-    smol_tokenizer: Any, corpus: Any, tmp_path: Path
+    smol_tokenizer: Any, corpus: Any, tmp_path: Path, async_rollouts: bool
 ) -> None:
+    """Also with async_rollouts: the second iteration is played by the engine during the first's update."""
     import torch
 
+    from sparring.training.metrics import read_log
     from sparring.training.run import run_training
     from sparring.training.trainer import Trainer
 
@@ -29,6 +32,7 @@ def test_a_two_iteration_run_samples_with_vllm_and_syncs_it_after_every_update(
         f"out={tmp_path / 'run'}", f"model={model}", "backend=vllm", "vllm_dtype=float32", "games=search",
         "threads=2", "warm_start=false", "iterations=2", "proposals=2", "search_group=2", "drawn_tasks=1",
         "search_max_turns=2", "max_new_tokens=8", "concurrency=4", "lr=1e-3", "drop_zero_variance=false",
+        f"async_rollouts={async_rollouts}",
     ])  # fmt: skip
     trainer = Trainer(config)
     assert type(trainer.generator).__name__ == "VLLMGenerator"
@@ -36,6 +40,8 @@ def test_a_two_iteration_run_samples_with_vllm_and_syncs_it_after_every_update(
     summary = run_training(trainer.config, trainer=trainer)
     assert trainer.iteration == 2 and summary["summary"]
     assert trainer.generator.weights_version == 2  # one reload per self-play update
+    staleness = [row["search/update/staleness_max"] for row in read_log(tmp_path / "run")]
+    assert staleness == ([0.0, 1.0] if async_rollouts else [0.0, 0.0])
     # The engine samples the trained weights: its greedy logprobs equal the trainer's own scores.
     prompt = smol_tokenizer.encode("Find the word.")
     from sparring.agents.generation import SamplingParams
