@@ -403,7 +403,7 @@ def weights_dtype(setting: str, device: str = "cpu") -> str:
 def _optimizer(config: TrainConfig, parameters: Any) -> torch.optim.Optimizer:
     """The optimizer ``config.optimizer`` names, at ``config.lr`` (the warm start sets its own rate)."""
     if config.optimizer == "adafactor":
-        from transformers.optimization import Adafactor
+        from transformers import Adafactor
 
         return Adafactor(parameters, lr=config.lr, weight_decay=config.weight_decay, scale_parameter=False,
                          relative_step=False, warmup_init=False)  # fmt: skip
