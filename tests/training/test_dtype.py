@@ -1,4 +1,4 @@
-"""The weights' type (config key ``dtype``): the model loads in it and trains in it (the generator repacks after)."""
+"""The weights' type (config key ``dtype``): the model loads in it and trains in it."""
 
 from __future__ import annotations
 
