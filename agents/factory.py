@@ -20,14 +20,15 @@ from sparring.agents.generation import ChatGenerator, Generator
 __all__ = ["BACKENDS", "make_generator"]
 
 #: Backends by name, for ``--backend``.
-BACKENDS = ("hf", "http", "vllm")
+BACKENDS = ("vllm", "hf", "http")
 
 
-def make_generator(backend: str = "hf", model: str | None = None, **options: Any) -> Generator | ChatGenerator:
+def make_generator(backend: str = "vllm", model: str | None = None, **options: Any) -> Generator | ChatGenerator:
     """Build a generator.
 
     Args:
-        backend: ``"hf"`` (transformers, CPU default), ``"http"`` (OpenAI-compatible server) or ``"vllm"``.
+        backend: ``"vllm"`` (vLLM in this process: the rollout engine), ``"hf"`` (the plain transformers
+            reference) or ``"http"`` (an OpenAI-compatible server).
         model: Hub id or local path (None: the default SmolLM2 checkpoint). For ``http``, the tokenizer
             to use with the server (the server's model by default).
         **options: Backend options (``device``, ``base_url``, ``api_key``, ``chat_only``, ...).

@@ -10,8 +10,7 @@ backend that cannot return exactly this for a request (vLLM's logprobs with ``to
 after truncation) refuses the request with a :class:`~sparring.SparringError`; it never hands on
 another quantity (raw or truncated logprobs) in its place.
 
-A backend that can let prompts join a running batch is also a :class:`StreamingGenerator`. A
-trainer that changes the policy's weights says so through :meth:`Generator.update_weights`, which
+A trainer that changes the policy's weights says so through :meth:`Generator.update_weights`, which
 bumps :attr:`Generator.weights_version` (recorded in every episode). Backends are built by name
 with :func:`sparring.agents.factory.make_generator`, which lives apart so this contract imports no
 backend.
@@ -22,7 +21,7 @@ for evaluation from messages and text. :func:`require_token_exact` refuses it fo
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -31,11 +30,8 @@ from sparring import SparringError
 __all__ = [
     "ChatGenerator",
     "Generation",
-    "GenerationStream",
     "Generator",
     "SamplingParams",
-    "StreamRequest",
-    "StreamingGenerator",
     "require_token_exact",
     "row_seed",
     "weights_to_push",
@@ -146,46 +142,6 @@ class Generator(Protocol):
             NotImplementedError: The backend cannot take weights this way (the HTTP backend cannot
                 send a state dict to its server; it still records a version bump for None).
         """
-        ...
-
-
-#: What a :class:`GenerationStream` takes per prompt: (the caller's key, prompt ids, sampling of that prompt).
-StreamRequest = tuple[Hashable, Sequence[int], SamplingParams]
-
-
-@runtime_checkable
-class GenerationStream(Protocol):
-    """A continuous batch: prompts join while others decode, and leave when their turn ends.
-
-    ``add`` prefills prompts and lets them join; ``step`` decodes one token of every row. Both
-    return the ``(key, Generation)`` of the rows that finished, in no particular order. Each
-    request's sampling carries its own seed, so a row samples what it would alone.
-    """
-
-    @property
-    def active(self) -> int:
-        """Rows still decoding."""
-        ...
-
-    def add(self, requests: Sequence[StreamRequest]) -> list[tuple[Hashable, Generation]]:
-        """Prefill ``(key, prompt ids, sampling)`` requests and let them join the batch."""
-        ...
-
-    def step(self) -> list[tuple[Hashable, Generation]]:
-        """Decode one token of every row."""
-        ...
-
-
-@runtime_checkable
-class StreamingGenerator(Generator, Protocol):
-    """A :class:`Generator` that also offers a continuous batch (the HF backend).
-
-    The runner plays episodes through :meth:`stream` when a policy has it, so an episode whose
-    observation is in joins the decode batch at once instead of waiting for a round to end.
-    """
-
-    def stream(self) -> GenerationStream:
-        """A new, empty continuous batch over this generator."""
         ...
 
 

@@ -1,13 +1,9 @@
 """The episode runner: many envs at once, generation batched across every env waiting for an action.
 
 Env resets and steps run in a thread pool (SWE steps wait on containers, search steps on the
-retriever); the main thread generates. With a generator that offers a continuous batch (a
-:class:`~sparring.agents.generation.StreamingGenerator`, the HF backend) an episode joins the
-decode batch as soon as its observation is in and leaves it when its turn ends, so its env step
-runs while the others go on decoding and no episode waits for another's long answer. With any
-other generator the runner works in rounds: every episode waiting for an action goes into one
-``generate`` call, and while that call runs the pool keeps stepping the others. Episodes that
-end free their slot for the next one.
+retriever); the main thread generates. The runner works in rounds: every episode waiting for an
+action goes into one ``generate`` call, and while that call runs the pool keeps stepping the
+others. Episodes that end free their slot for the next one.
 
 Each episode records how it was sampled (settings, the generator's weights version) and the group
 its spec names, for the trainer (:class:`~sparring.agents.episodes.Episode`).
@@ -29,7 +25,7 @@ from typing import Any
 
 from sparring.agents.chat import ChatFormat, append_tokens, stop_strings, tool_instructions
 from sparring.agents.episodes import Episode
-from sparring.agents.generation import ChatGenerator, Generation, Generator, SamplingParams, StreamingGenerator
+from sparring.agents.generation import ChatGenerator, Generation, Generator, SamplingParams
 from sparring.agents.scripted import Agent
 from sparring.envs.core import Turn
 
@@ -119,8 +115,6 @@ class _Live:
     messages: list[dict[str, Any]] = field(default_factory=list)
     agent: Agent | None = None
     action_closed_by: str | None = None
-    turn_weights: int | None = None
-    """The generator's weights version when the turn now decoding in the stream started."""
 
 
 class EpisodeRunner:
@@ -187,8 +181,6 @@ class EpisodeRunner:
         )
         bar = progress.add_task("episodes", total=len(specs), detail="")
         pool = ThreadPoolExecutor(max_workers=max(1, self.config.env_workers), thread_name_prefix="sparring-env")
-        stream = self.policy.stream() if isinstance(self.policy, StreamingGenerator) else None
-        decoding: dict[int, _Live] = {}  # episodes in the stream's batch, by index
         try:
             with progress:
                 while queue or live:
@@ -198,12 +190,11 @@ class EpisodeRunner:
                         live.append(state)
                         pending[pool.submit(self._reset, state)] = ("reset", state)
                     if pending and (not ready or len(ready) < len(live)):
-                        # Let envs still stepping join the batch, but never idle with nothing to do;
-                        # while the stream decodes, only look at what is done.
-                        timeout = 0.0 if decoding else self.config.batch_wait_seconds if ready else None
+                        # Let envs still stepping join the batch, but never idle with nothing to do.
+                        timeout = self.config.batch_wait_seconds if ready else None
                         t_wait = time.perf_counter()
                         done, _ = wait(list(pending), timeout=timeout, return_when=FIRST_COMPLETED)
-                        if not ready and not decoding:
+                        if not ready:
                             stats.env_wait_seconds += time.perf_counter() - t_wait
                         for fut in done:
                             kind, state = pending.pop(fut)
@@ -214,13 +205,10 @@ class EpisodeRunner:
                                 progress.advance(bar)
                             else:
                                 ready.append(state)
-                        if pending and len(ready) < len(live) and done and not decoding:
+                        if pending and len(ready) < len(live) and done:
                             continue  # more may arrive within the wait window
                     acted: list[tuple[_Live, str]] = []
-                    if stream is not None and (ready or decoding):
-                        acted = self._stream_turns(stream, ready, decoding)
-                        ready = []
-                    elif ready:
+                    if ready:
                         batch, ready = ready, []
                         acted = list(zip(batch, self._act(batch), strict=True))
                     for state, action in acted:
@@ -379,38 +367,6 @@ class EpisodeRunner:
             if not s.episode.error:
                 self._record_action(s, g, version)
         return [g.text for g in gens]
-
-    def _stream_turns(self, stream: Any, ready: list[_Live], decoding: dict[int, _Live]) -> list[tuple[_Live, str]]:
-        """Let the ready episodes join the stream, decode one step; return the finished turns' actions.
-
-        Each episode's turn samples with its own seed (the configured seed, the episode's index and
-        the turn), so a sampled episode does not depend on which others shared its batch.
-        """
-        base = self.config.sampling.seed
-        t0 = time.perf_counter()
-        finished = []
-        if ready:
-            requests = []
-            version = self._weights_version()
-            for s in ready:
-                seed = None if base is None else base + 1_000_003 * s.index + len(s.episode.turns)
-                requests.append((s.index, s.episode.token_ids, self._sampling([s], seed)))
-                decoding[s.index] = s
-                s.turn_weights = version
-            finished += stream.add(requests)
-            self.stats.generate_calls += 1
-        if stream.active:
-            finished += stream.step()
-        seconds = time.perf_counter() - t0
-        self.stats.generate_seconds += seconds
-        for s in decoding.values():
-            s.episode.timings["generate"] = s.episode.timings.get("generate", 0.0) + seconds / len(decoding)
-        acted = []
-        for index, g in finished:
-            s = decoding.pop(index)
-            self._record_action(s, g, s.turn_weights)
-            acted.append((s, g.text))
-        return acted
 
     def _weights_version(self) -> int | None:
         """The token generator's weights version now (None for chat-only and scripted policies)."""

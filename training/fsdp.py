@@ -81,10 +81,8 @@ def shard(model: torch.nn.Module) -> torch.nn.Module:
     The gradients are summed over the ranks, not averaged, and with plain sums (gloo has no pre-scaled
     sum): the trainer's losses already divide by every rank's token count.
     """
-    layers = set(getattr(model, "_no_split_modules", None) or [])
-    for module in model.modules():
-        if type(module).__name__ in layers:
-            fully_shard(module)
+    for layer in _decoder_layers(model):
+        fully_shard(layer)
     fully_shard(model)
     assert isinstance(model, FSDPModule)
     # The root too (FSDP keeps its weights whole after a forward by default, for the backward that follows):
@@ -95,6 +93,13 @@ def shard(model: torch.nn.Module) -> torch.nn.Module:
             unit.set_gradient_divide_factor(1.0)
             unit.set_force_sum_reduction_for_comms(True)
     return model
+
+
+def _decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The decoder layers: the elements of the model's longest ``ModuleList`` (``model.model.layers`` of an HF
+    causal LM), found through torch's public module tree rather than transformers' private ``_no_split_modules``."""
+    lists = [list(module) for module in model.modules() if isinstance(module, torch.nn.ModuleList)]
+    return max(lists, key=len, default=[])
 
 
 def idle_passes(model: Any, passes: int) -> int:

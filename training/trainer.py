@@ -142,10 +142,8 @@ class Trainer:
                 the new weights here; :class:`~sparring.training.pipeline.AsyncRollouts` pushes them once
                 its play is done.
         """
-        from sparring.agents.cpu_linear import unpack_linears
         from sparring.agents.model import set_activation_checkpointing
 
-        unpack_linears(self.policy_model)
         checkpointing = self.config.gradient_checkpointing and set_activation_checkpointing(self.policy_model, True)
         # A colocated vLLM engine on CUDA sleeps through the update: the GPU memory is the trainer's meanwhile.
         if not concurrent:
@@ -164,7 +162,7 @@ class Trainer:
     def sync_generator(self) -> None:
         """The generator samples from the policy's current weights from now on.
 
-        HF: drops stale KV prefixes, repacks (a copy of its own first loads the policy's weights); vLLM: reloads
+        HF: nothing to drop (a copy of its own, under async_rollouts, loads the policy's weights); vLLM: reloads
         its copy. A sharded policy's whole weights are gathered for it first (every rank calls this). Its seconds
         are kept in ``weight_sync_seconds``.
         """
@@ -405,20 +403,14 @@ class Trainer:
                 into the copy, whatever the policy has become since (a resumed run). None: the policy as it is.
         """
         if self.config.kl_coef > 0 and self.reference is None:
-            from sparring.agents.cpu_linear import pack_linears, unpack_linears
-
             if is_sharded(self.policy_model):  # sharded like the policy: no rank holds a whole copy
                 self.reference = replica(self.policy_model)
                 if load_start is not None:
                     load_start(self.reference)
                 return
             self.reference = copy.deepcopy(self.policy_model).eval()
-            unpack_linears(self.reference)  # packed linears compute with the copy of the weights they were made from
             if load_start is not None:
                 load_start(self.reference)
-            if not self.config.update_bf16:  # with it, the modules' own forward, which autocast runs in bfloat16
-                # (packed float32 linears refuse a bfloat16 input; 900 tokens: 1.13 s against 1.56 s packed in float32)
-                pack_linears(self.reference)
             for p in self.reference.parameters():
                 p.requires_grad_(False)
 
@@ -461,7 +453,7 @@ def weights_dtype(setting: str, device: str = "cpu") -> str:
 def _optimizer(config: TrainConfig, parameters: Any) -> torch.optim.Optimizer:
     """The optimizer ``config.optimizer`` names, at ``config.lr`` (the warm start sets its own rate)."""
     if config.optimizer == "adafactor":
-        from transformers.optimization import Adafactor
+        from transformers import Adafactor
 
         return Adafactor(parameters, lr=config.lr, weight_decay=config.weight_decay, scale_parameter=False,
                          relative_step=False, warmup_init=False)  # fmt: skip

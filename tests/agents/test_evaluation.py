@@ -47,7 +47,12 @@ def sparring(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 def test_every_spec_form_parses() -> None:
     assert parse_spec("default").kind == "default"
-    assert (parse_spec("HuggingFaceTB/SmolLM2-360M-Instruct").kind, parse_spec("gpt2").kind) == ("hf", "hf")
+    assert (parse_spec("HuggingFaceTB/SmolLM2-360M-Instruct").kind, parse_spec("gpt2").kind) == ("vllm", "vllm")
+    assert (parse_spec("hf:gpt2").kind, parse_spec("hf:gpt2").target, parse_spec("hf:default").target) == (
+        "hf",
+        "gpt2",
+        "default",
+    )
     spec = parse_spec("openai:http://127.0.0.1:8000/v1/#served")
     assert (spec.kind, spec.target, spec.model) == ("openai", "http://127.0.0.1:8000/v1", "served")
     assert parse_spec("openai:https://api.example.com/v1").model is None
@@ -78,7 +83,9 @@ def test_a_checkpoint_folder_resolves_to_its_model(tmp_path: Path) -> None:
         ("scripted:genius", "unknown scripted agent 'genius'"),
         ("openai:localhost:8000", "names no server URL"),
         ("vllm:", "names no model"),
-        ("hf:gpt2", "unknown form"),
+        ("tgi:gpt2", "unknown form"),
+        ("hf:", "names no model"),
+        ("hf:scripted:oracle", "names no model"),
         ("./no/such/folder", "no model folder at ./no/such/folder"),
     ],
 )

@@ -1,4 +1,4 @@
-"""The generation contract: the factory kept apart from it, the streaming protocol, weight versions."""
+"""The generation contract: the factory kept apart from it, the protocol's signatures, weight versions."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 import sparring.agents
 from sparring.agents import factory, generation
-from sparring.agents.generation import GenerationStream, Generator, StreamingGenerator
-from sparring.agents.hf_backend import HFGenerator, HFStream
+from sparring.agents.generation import Generator
+from sparring.agents.hf_backend import HFGenerator
 from sparring.agents.http_backend import HTTPGenerator
 
 
@@ -29,10 +29,8 @@ def _http_generator() -> HTTPGenerator:
     return HTTPGenerator("http://127.0.0.1:9/v1", "served-policy", tokenizer=object())
 
 
-def test_http_generator_is_a_generator_without_a_stream() -> None:
-    generator = _http_generator()
-    assert isinstance(generator, Generator)
-    assert not isinstance(generator, StreamingGenerator)
+def test_http_generator_is_a_generator() -> None:
+    assert isinstance(_http_generator(), Generator)
 
 
 def test_http_weights_version_counts_updates_and_refuses_a_state_dict() -> None:
@@ -44,26 +42,35 @@ def test_http_weights_version_counts_updates_and_refuses_a_state_dict() -> None:
     assert generator.weights_version == 1  # a refused update counts nothing
 
 
-@pytest.mark.parametrize(
-    ("protocol", "backend", "names"),
-    [
-        (StreamingGenerator, HFGenerator, ["stream", "generate", "update_weights"]),
-        (GenerationStream, HFStream, ["add", "step"]),
-    ],
-)
-def test_the_protocols_declare_the_hf_backend_signatures(protocol: Any, backend: Any, names: list[str]) -> None:
-    """Parameters of each declared method are the HF backend's own (``stream`` returns its HFStream)."""
-    for name in names:
-        declared, actual = inspect.signature(getattr(protocol, name)), inspect.signature(getattr(backend, name))
+def test_the_protocol_declares_the_hf_backend_signatures() -> None:
+    """Parameters and return of each declared method are the HF reference backend's own."""
+    for name in ("generate", "update_weights"):
+        declared, actual = inspect.signature(getattr(Generator, name)), inspect.signature(getattr(HFGenerator, name))
         assert declared.parameters == actual.parameters, name
-        if name != "stream":
-            assert declared.return_annotation == actual.return_annotation, name
-    assert inspect.signature(HFGenerator.stream).return_annotation == "HFStream"
+        assert declared.return_annotation == actual.return_annotation, name
 
 
 @pytest.mark.model
-def test_hf_generator_and_its_stream_satisfy_the_streaming_protocol(hf_generator: Any) -> None:
-    assert isinstance(hf_generator, StreamingGenerator)
-    stream = hf_generator.stream()
-    assert isinstance(stream, GenerationStream) and stream.active == 0
+def test_hf_generator_satisfies_the_protocol(hf_generator: Any) -> None:
+    assert isinstance(hf_generator, Generator)
     assert isinstance(hf_generator.weights_version, int)
+
+
+def test_vllm_is_the_default_engine_and_its_absence_is_one_sentence(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Training, the rollout bench and eval SPECs default to vLLM; without it the start says what to do.
+
+    vLLM is installed where this suite runs under CI, so its absence is stood in for by the check the
+    backend makes before importing it.
+    """
+    from sparring import SparringError
+    from sparring.agents import vllm_backend
+    from sparring.agents.bench import bench_rollout
+    from sparring.agents.evaluation import parse_spec
+    from sparring.training.config import TrainConfig
+
+    assert TrainConfig().backend == "vllm" and factory.BACKENDS[0] == "vllm"
+    assert inspect.signature(bench_rollout).parameters["backend"].default == "vllm"
+    assert (parse_spec("default").kind, parse_spec("hf:default").kind) == ("default", "hf")
+    monkeypatch.setattr(vllm_backend, "vllm_available", lambda: False)
+    with pytest.raises(SparringError, match=r"^vLLM, the rollout engine, is not installed: .* backend=hf \(training\)"):
+        vllm_backend.VLLMGenerator()

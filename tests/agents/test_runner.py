@@ -262,14 +262,14 @@ def test_bench_rollout_reports_same_run_figures():
     from tests.conftest import default_corpus_built, require
 
     require(default_model_present() and default_corpus_built(), "the default model and corpus")
-    result = bench_rollout(episodes=3, concurrency=3, max_turns=2, max_new_tokens=8)
+    result = bench_rollout(episodes=3, concurrency=3, max_turns=2, max_new_tokens=8, backend="hf")
     assert result["same_episodes"] is True and result["turns"] >= 3
     assert 0 < result["longest_episode_tokens"] <= result["generated_tokens"] <= 3 * 2 * 8
     ratio = result["sequential_wall_s"] / result["wall_s"]  # both rounded to 10 ms
     assert result["speedup_vs_sequential"] == pytest.approx(ratio, rel=0.05)
     # No episode takes longer alone than the sequential run, so the ceiling is a speed-up of 1 to 3 (episodes).
     assert 1.0 <= result["speedup_ceiling"] <= 3.0 + 0.01
-    assert result["packed_linears"] > 0 and result["cpus"] and result["machine"]
+    assert result["backend"] == "hf" and result["dtype"] == "float32" and result["cpus"] and result["machine"]
 
 
 def test_a_runner_or_bench_with_nothing_to_run_at_once_is_refused_in_one_sentence():

@@ -54,7 +54,7 @@ def engines(server: str, untied: Path, tmp_path_factory: pytest.TempPathFactory)
     from sparring.agents.hf_backend import HFGenerator
     from sparring.agents.http_backend import VLLMServerGenerator
 
-    hf = HFGenerator(str(untied), dtype="float32", pack_linears=False)
+    hf = HFGenerator(str(untied), dtype="float32")
     weights = tmp_path_factory.mktemp("shared-weights")
     return hf, VLLMServerGenerator(server, weights, policy=hf.model, tokenizer=hf.tokenizer, timeout=120)
 

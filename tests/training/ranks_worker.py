@@ -32,7 +32,7 @@ from sparring.training.trainer import Trainer
 from tests.training.conftest import tiny_model
 
 #: The config of every scenario's trainer, before its overrides.
-SETTINGS = ["games=search", "threads=1", "lr=0.01", "warm_start_batch=1", "max_grad_norm=0"]
+SETTINGS = ["games=search", "backend=hf", "threads=1", "lr=0.01", "warm_start_batch=1", "max_grad_norm=0"]
 
 
 def _episode(action: list[int], reward: float = 1.0) -> Episode:

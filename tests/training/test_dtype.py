@@ -1,4 +1,4 @@
-"""The weights' type (config key ``dtype``): the model loads in it and trains in it (the generator repacks after)."""
+"""The weights' type (config key ``dtype``): the model loads in it and trains in it."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def _demo(action: list[int]) -> Episode:
 def test_the_policy_loads_and_trains_in_the_configured_dtype(
     tiny_model_dir: Path, tmp_path: Path, setting: str, expected: torch.dtype
 ) -> None:
-    config = load_config(None, [f"out={tmp_path}", "games=search", "threads=1", f"model={tiny_model_dir}",
+    config = load_config(None, [f"out={tmp_path}", "games=search", "backend=hf", "threads=1", f"model={tiny_model_dir}",
                                 f"dtype={setting}"])  # fmt: skip
     trainer = Trainer(config)
     assert {p.dtype for p in trainer.policy_model.parameters()} == {expected}  # auto: float32 on this CPU

@@ -220,7 +220,8 @@ def test_a_short_run_with_judges_plays_and_trains_all_three_roles(tiny_model_dir
     out = tmp_path / "run"
     command = [
         str(Path(sys.executable).with_name("sparring")), "train", f"model={tiny_model_dir}", f"out={out}",
-        "games=search", "iterations=1", "proposals=1", "search_group=2", "drawn_tasks=2", "search_max_turns=2",
+        "games=search", "backend=hf", "iterations=1", "proposals=1", "search_group=2", "drawn_tasks=2",
+        "search_max_turns=2",
         "max_new_tokens=8", "concurrency=4", "threads=1", "warm_start_episodes=4", "warm_start_proposer_episodes=1",
         "warm_start_validator_demos=0", "warm_start_epochs=1", "judge_episodes=2", "lam=0.5",
         "search_gold_turn_reward=0.2", "overlong=score",

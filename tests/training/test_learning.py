@@ -53,7 +53,7 @@ def test_training_raises_the_solver_reward_beyond_the_noise(corpus: Any, smollm2
 
     tasks = _tasks(6)
     greedy = SamplingParams(temperature=0.0, max_new_tokens=32, seed=0)
-    config = load_config(None, [f"out={tmp_path}", "games=search", "lr=1e-5", "warm_start_lr=5e-5"])
+    config = load_config(None, [f"out={tmp_path}", "games=search", "backend=hf", "lr=1e-5", "warm_start_lr=5e-5"])
     trainer = Trainer(config, model=load_model(None), tokenizer=smollm2.tokenizer)  # its own copy of SmolLM2
 
     before = _solve_rate(trainer.generator, tasks, greedy)

@@ -28,8 +28,8 @@ GRAD_RTOL, GRAD_ATOL = 1e-4, 1e-7
 def _trainer(tokenizer: Any, tmp_path: Path, budget: int, *overrides: str) -> Trainer:
     config = load_config(
         None,
-        [f"out={tmp_path / f'run{budget}'}", "games=search", "threads=1", "search_group=3", "drawn_tasks=2",
-         "search_max_turns=2", "max_new_tokens=24", "temperature=1", "drop_zero_variance=false",
+        [f"out={tmp_path / f'run{budget}'}", "games=search", "backend=hf", "threads=1", "search_group=3",
+         "drawn_tasks=2", "search_max_turns=2", "max_new_tokens=24", "temperature=1", "drop_zero_variance=false",
          "overlong=score", "episode_seconds=3600", f"update_tokens_per_batch={budget}", *overrides],
     )  # fmt: skip
     return Trainer(config, model=tiny_model(tokenizer), tokenizer=tokenizer)

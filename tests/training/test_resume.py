@@ -22,7 +22,8 @@ SPARRING = str(Path(sys.executable).with_name("sparring"))
 
 def _train(out: Path, model: Path, *extra: str) -> list[str]:
     return [
-        SPARRING, "train", f"model={model}", f"out={out}", "games=search", "warm_start=false", "iterations=3",
+        SPARRING, "train", f"model={model}", f"out={out}", "games=search", "backend=hf", "warm_start=false",
+        "iterations=3",
         "proposals=2", "search_group=2", "drawn_tasks=1", "search_max_turns=2", "max_new_tokens=8",
         "concurrency=4", "checkpoint_every=1", "threads=1", *extra,
     ]  # fmt: skip
@@ -76,7 +77,8 @@ def test_after_a_resume_the_kl_reference_is_the_policy_at_the_start_of_self_play
 
     def run(iterations: int, resume: bool) -> Trainer:
         config = load_config(None, [
-            f"out={tmp_path / 'run'}", "games=search", "warm_start=false", f"iterations={iterations}", "kl_coef=0.1",
+            f"out={tmp_path / 'run'}", "games=search", "backend=hf", "warm_start=false", f"iterations={iterations}",
+            "kl_coef=0.1",
             "lr=0.01", "weight_decay=0.5", "proposals=1", "search_group=2", "drawn_tasks=1", "search_max_turns=1",
             "max_new_tokens=4", "threads=1",
         ])  # fmt: skip

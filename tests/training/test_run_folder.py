@@ -23,7 +23,7 @@ HOSTILE = "ans\udcffwer\x00 ```\n</pre><script>x</script>\n    \n```"
 
 
 def _trainer(tokenizer: Any, tmp_path: Path, *overrides: str) -> Trainer:
-    config = load_config(None, [f"out={tmp_path / 'run'}", "games=search", "threads=1", *overrides])
+    config = load_config(None, [f"out={tmp_path / 'run'}", "games=search", "backend=hf", "threads=1", *overrides])
     return Trainer(config, model=tiny_model(tokenizer), tokenizer=tokenizer)
 
 

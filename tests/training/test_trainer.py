@@ -22,7 +22,7 @@ from tests.training.conftest import tiny_model
 
 
 def _trainer(tokenizer: Any, tmp_path: Path, *overrides: str, seed: int = 0) -> Trainer:
-    config = load_config(None, [f"out={tmp_path / 'run'}", "games=search", "threads=1", *overrides])
+    config = load_config(None, [f"out={tmp_path / 'run'}", "games=search", "backend=hf", "threads=1", *overrides])
     return Trainer(config, model=tiny_model(tokenizer, seed), tokenizer=tokenizer)
 
 
@@ -192,8 +192,8 @@ def test_old_logprobs_are_taken_with_dropout_off_and_mini_batches_mix_roles_and_
     """With dropout on, old logprobs in train mode were noise: the importance weight to the generator's
     logprobs (taken in eval mode) was far from 1 for the very weights that sampled the tokens. Mini-batches
     were contiguous slices of play order: the first step saw only proposers."""
-    config = load_config(None, [f"out={tmp_path / 'run'}", "games=search", "threads=1", "updates_per_iteration=2",
-                                "lr=1e-9", "std_scale=false"])  # fmt: skip
+    config = load_config(None, [f"out={tmp_path / 'run'}", "games=search", "backend=hf", "threads=1",
+                                "updates_per_iteration=2", "lr=1e-9", "std_scale=false"])  # fmt: skip
     model = tiny_model(smol_tokenizer, attention_dropout=0.5)  # Llama applies it in train mode only
     trainer = Trainer(config, model=model, tokenizer=smol_tokenizer)
     trainer.model.eval()  # as the generator samples (a model built here starts in train mode)

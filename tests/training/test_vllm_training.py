@@ -99,8 +99,8 @@ def test_the_trainer_puts_a_sleeping_generator_to_sleep_for_the_update_and_wakes
     from sparring.training.trainer import Trainer
     from tests.training.conftest import tiny_model
 
-    trainer = Trainer(load_config(None, [f"out={tmp_path}", "games=search"]), model=tiny_model(smol_tokenizer),
-                      tokenizer=smol_tokenizer)  # fmt: skip
+    config = load_config(None, [f"out={tmp_path}", "games=search", "backend=hf"])
+    trainer = Trainer(config, model=tiny_model(smol_tokenizer), tokenizer=smol_tokenizer)
     trainer.generator = recording = _SleepRecorder(trainer.generator)
     with trainer._training():
         recording.calls.append("update")
