@@ -23,8 +23,9 @@ from sparring.training.trainer import Trainer
 from tests.conftest import default_corpus_built, require
 from tests.training.conftest import tiny_model
 
-RUN = ["games=search", "warm_start=false", "proposals=1", "search_group=2", "drawn_tasks=1", "search_max_turns=1",
-       "max_new_tokens=4", "threads=1", "lr=0.01", "drop_zero_variance=false", "log_episodes=0"]  # fmt: skip
+RUN = ["games=search", "backend=hf", "warm_start=false", "proposals=1", "search_group=2", "drawn_tasks=1",
+       "search_max_turns=1", "max_new_tokens=4", "threads=1", "lr=0.01", "drop_zero_variance=false",
+       "log_episodes=0"]  # fmt: skip
 
 
 def _trainer(tokenizer: Any, tmp_path: Path, *overrides: str) -> Trainer:
