@@ -44,9 +44,9 @@ __all__ = ["VLLMGenerator", "vllm_available"]
 
 #: MiB of KV cache the CPU engine reserves (``kv_cache_memory_bytes``) unless ``VLLM_CPU_KVCACHE_SPACE`` (whole
 #: GiB) says otherwise; vLLM's own default is 4 GiB. The reserve is resident from the engine's start, beside the
-#: trainer's model: 512 MiB hold 22,000 tokens of SmolLM2-135M in bfloat16 (23 KiB each), ten sequences of
-#: cpu-demo's longest (2,096), where 1 GiB took cpu-demo's peak past its 4 GiB (docs/benchmarks.md, rollout).
-CPU_KV_CACHE_MIB = 512
+#: trainer's model: 256 MiB hold 11,000 tokens of SmolLM2-135M in bfloat16 (23 KiB each), five sequences of
+#: cpu-demo's longest (2,096; it runs four at a time); 512 MiB took its peak to 4.18 GiB (docs/benchmarks.md).
+CPU_KV_CACHE_MIB = 256
 
 
 def vllm_available() -> bool:
