@@ -1,8 +1,9 @@
 """Run by ``torchrun --nproc_per_node 2``: one multi-rank scenario, the ranks given different work as in real runs.
 
-Arguments: the scenario's name, the JSON file rank 0 writes (every rank's result, in rank order), the tiny
-model's folder, then config overrides (``distributed=fsdp``). The process group is opened with a short timeout
-first, so a collective that one rank never joins fails the run instead of hanging it.
+Arguments: the scenario's name (or several, comma-separated, run one after the other), the JSON file rank 0 writes
+(each scenario's results of every rank, in rank order), the tiny model's folder, then config overrides
+(``distributed=fsdp``). The process group is opened with a short timeout first, so a collective that one rank
+never joins fails the run instead of hanging it.
 """
 
 from __future__ import annotations
@@ -254,16 +255,21 @@ MODELS: dict[str, Callable[[Any, str], Any]] = {
 
 
 def main() -> None:
-    scenario, out, model_dir, overrides = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4:]
+    names, out, model_dir, overrides = sys.argv[1].split(","), Path(sys.argv[2]), sys.argv[3], sys.argv[4:]
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     tokenizer = load_tokenizer(model_dir)
-    config = load_config(None, [f"out={out.parent / 'run'}", *SETTINGS, *overrides])
-    model = MODELS.get(scenario, lambda t, _: tiny_model(t, seed=0))(tokenizer, model_dir)
-    trainer = Trainer(config, model=model, tokenizer=tokenizer)
-    result = SCENARIOS[scenario](trainer, trainer.rank)
-    results = gather_objects(result)
-    if trainer.accelerator.is_main_process:
-        out.write_text(json.dumps({"ranks": results}))
+    results: dict[str, list[dict[str, Any]]] = {}
+    # Several scenarios share one launch (the ranks' start costs more than most scenarios): each gets a trainer of its
+    # own, with its own model and run folder, in the order given.
+    for scenario in names:
+        folder = out.parent / "run" if len(names) == 1 else out.parent / scenario / "run"
+        config = load_config(None, [f"out={folder}", *SETTINGS, *overrides])
+        model = MODELS.get(scenario, lambda t, _: tiny_model(t, seed=0))(tokenizer, model_dir)
+        trainer = Trainer(config, model=model, tokenizer=tokenizer)
+        results[scenario] = gather_objects(SCENARIOS[scenario](trainer, trainer.rank))
+        dist.barrier()
+    if dist.get_rank() == 0:
+        out.write_text(json.dumps({"scenarios": results}))
     dist.barrier()
 
 
