@@ -188,9 +188,14 @@ class VLLMGenerator:
             SparringError: ``top_p`` is below 1 (vLLM's logprobs would be those after truncation), or
                 the engine returned no logprobs.
         """
+        import torch
         from vllm import SamplingParams as VSampling
         from vllm.inputs import TokensPrompt
 
+        # The CPU attention sizes each step's scheduler metadata by the calling thread's OpenMP threads, and torch
+        # resets them to its own count at the step's first parallel op: in a thread whose OpenMP default differs
+        # (threads=1 on 2 cores) the engine failed its check and corrupted the heap. Set this thread's to torch's.
+        torch.set_num_threads(torch.get_num_threads())
         if sampling.top_p < 1.0 and not sampling.greedy:
             raise SparringError(
                 f"the vllm backend cannot sample with top_p={sampling.top_p}: vLLM's logprobs are then those of "

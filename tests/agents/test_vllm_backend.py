@@ -64,6 +64,28 @@ def test_an_update_reaches_vllms_next_logprobs_tied_embeddings_included(engines:
     assert_an_update_reaches(*engines)
 
 
+def test_a_thread_other_than_the_engines_generates_with_fewer_threads_than_cores(engines: tuple[Any, Any]) -> None:
+    """``threads=1`` on a 2-core machine: a thread's OpenMP default (every core) differs from torch's count, and the
+    CPU attention's per-step check failed ("thread_num 2 vs. 1") and corrupted the heap; both arms of a run died."""
+    import threading
+
+    import torch
+
+    hf, vllm = engines
+    prompt = chat_prompts(hf.tokenizer)[0]
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=6)
+    expected = vllm.generate([prompt], greedy)[0].token_ids
+    before, results = torch.get_num_threads(), []
+    torch.set_num_threads(1)  # as a trainer with threads=1 sets it
+    try:
+        worker = threading.Thread(target=lambda: results.append(vllm.generate([prompt, prompt], greedy)))
+        worker.start()
+        worker.join()
+    finally:
+        torch.set_num_threads(before)
+    assert [g.token_ids for g in results[0]] == [expected, expected]
+
+
 def test_the_engine_start_sees_no_module_attribute_whose_vars_is_not_a_mapping(bm25: Any) -> None:
     import llvmlite.binding.ffi as ffi  # numba's, imported by bm25s
 
