@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -133,6 +134,9 @@ class VLLMGenerator:
             torch.set_num_threads(threads)
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model)
         self._version = 0
+        # One engine call at a time: ``LLM`` is not thread-safe, and the runner's env threads call the policy too
+        # (a proposal's RAG validation); two generations at once corrupted the heap.
+        self._lock = threading.RLock()
         if policy is not None:  # the trainer's weights, not the checkpoint's (a resumed or warm-started run)
             self._push(dict(policy.named_parameters()))
 
@@ -154,9 +158,10 @@ class VLLMGenerator:
         Raises:
             SparringError: No state dict was given and the generator mirrors no ``policy``.
         """
-        self._push(weights_to_push(self, state_dict))
-        self._version += 1
-        return self._version
+        with self._lock:
+            self._push(weights_to_push(self, state_dict))
+            self._version += 1
+            return self._version
 
     def _push(self, state_dict: Mapping[str, Any]) -> None:
         """Reload ``state_dict`` into the engine's model (vLLM's own API) and drop its prefix cache."""
@@ -179,7 +184,8 @@ class VLLMGenerator:
 
     def clear_cache(self) -> None:
         """Drop the engine's prefix cache (benchmarks start each run cold)."""
-        self.llm.reset_prefix_cache()
+        with self._lock:
+            self.llm.reset_prefix_cache()
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Generation]:
         """Continue every prompt in one ``LLM.generate`` call.
@@ -192,10 +198,6 @@ class VLLMGenerator:
         from vllm import SamplingParams as VSampling
         from vllm.inputs import TokensPrompt
 
-        # The CPU attention sizes each step's scheduler metadata by the calling thread's OpenMP threads, and torch
-        # resets them to its own count at the step's first parallel op: in a thread whose OpenMP default differs
-        # (threads=1 on 2 cores) the engine failed its check and corrupted the heap. Set this thread's to torch's.
-        torch.set_num_threads(torch.get_num_threads())
         if sampling.top_p < 1.0 and not sampling.greedy:
             raise SparringError(
                 f"the vllm backend cannot sample with top_p={sampling.top_p}: vLLM's logprobs are then those of "
@@ -212,7 +214,14 @@ class VLLMGenerator:
             )
             for i in range(len(prompts))
         ]
-        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params, use_tqdm=False)
+        with self._lock:
+            # The CPU attention sizes each step's scheduler metadata by the calling thread's OpenMP threads, and
+            # torch resets them to its own count at the step's first parallel op: in a thread whose OpenMP default
+            # differs (threads=1 on 2 cores) the engine failed its check. Set this thread's to torch's.
+            torch.set_num_threads(torch.get_num_threads())
+            outputs = self.llm.generate(
+                [TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params, use_tqdm=False
+            )
         return [_generation(out.outputs[0]) for out in outputs]
 
 

@@ -86,6 +86,20 @@ def test_a_thread_other_than_the_engines_generates_with_fewer_threads_than_cores
     assert [g.token_ids for g in results[0]] == [expected, expected]
 
 
+def test_generations_from_several_threads_at_once_take_turns(engines: tuple[Any, Any]) -> None:
+    """The runner's env threads call the policy too (a proposal's RAG validation) while the main thread generates:
+    vLLM's ``LLM`` is not thread-safe, and two calls at once corrupted the heap (a training run aborted)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    hf, vllm = engines
+    prompts = chat_prompts(hf.tokenizer)[:2]
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=6)
+    expected = [g.token_ids for g in vllm.generate(prompts, greedy)]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        outputs = list(pool.map(lambda _: vllm.generate(prompts, greedy), range(8)))
+    assert [[g.token_ids for g in out] for out in outputs] == [expected] * 8
+
+
 def test_the_engine_start_sees_no_module_attribute_whose_vars_is_not_a_mapping(bm25: Any) -> None:
     import llvmlite.binding.ffi as ffi  # numba's, imported by bm25s
 
