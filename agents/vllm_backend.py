@@ -110,8 +110,13 @@ class VLLMGenerator:
         if self._sleeps:  # the CPU engine sizes its KV cache in bytes instead
             engine_args["gpu_memory_utilization"] = gpu_memory_utilization
             engine_args.setdefault("enable_sleep_mode", True)
-        elif not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):  # set, it wins (vLLM reads it over the engine args)
-            engine_args.setdefault("kv_cache_memory_bytes", CPU_KV_CACHE_MIB * 2**20)
+        else:
+            if not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):  # set, it wins (vLLM reads it over the engine args)
+                engine_args.setdefault("kv_cache_memory_bytes", CPU_KV_CACHE_MIB * 2**20)
+            # A prompt prefilled in parts has its sampled token discarded, and vLLM then rewinds the request's seeded
+            # generator with set_offset, which torch's CPU generator lacks ("CPU Generator does not use offset"): a
+            # training run died so when its prompts outgrew one step's token budget. Whole prompts only on CPU.
+            engine_args.setdefault("enable_chunked_prefill", False)
         threads, set_threads = torch.get_num_threads(), torch.set_num_threads
         try:
             with _scan_safe_namespaces():

