@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,9 @@ from sparring.envs.search.corpus import Corpus
 
 
 def sparring(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sparring.cli", *args], capture_output=True, text=True, timeout=600)
+    env = {**os.environ, "COLUMNS": "250"}  # rich elides a long path to the terminal's width
+    command = [sys.executable, "-m", "sparring.cli", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
 
 
 def test_corpus_info_reports_documents_tokens_and_sources(corpus: Corpus):
