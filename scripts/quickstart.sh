@@ -59,6 +59,13 @@ if [ "$goal" = demo ]; then
   step "main job: sparring train --preset cpu-demo" sparring train --preset cpu-demo "${resume[@]}" "$@"
 else
   set +e
+  if [ "$#" = 0 ]; then
+    # The whole suite in two workers, a test file each at a time (pytest-xdist): one worker's tests wait on
+    # containers while the other's compute. Passive OpenMP waits keep torch's threads in one worker from
+    # spinning on cores the other needs.
+    export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
+    set -- -n "${SPARRING_TEST_WORKERS:-2}" --dist loadfile
+  fi
   "$py" -m pytest "$@"
   rc=$?
   set -e
