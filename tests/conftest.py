@@ -8,6 +8,8 @@ a missing piece is a failure: CI runs setup first, so absence there is a bug.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -33,6 +35,14 @@ def require(ok: bool, what: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
+
+
+def sparring_cli(*args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess[str]:
+    """The CLI as a user runs it, with ENV added; COLUMNS is wide so that rich neither wraps nor elides a message
+    (a worker's temporary paths are long)."""
+    environ = {**os.environ, "COLUMNS": "250", **env}
+    command = [sys.executable, "-m", "sparring.cli", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environ)
 
 
 def cpu_grpo_settings(output_dir: Any) -> dict[str, Any]:

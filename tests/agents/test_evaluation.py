@@ -6,9 +6,6 @@ The SWE evaluation in real containers is in ``test_evaluation_swe.py``.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,14 +30,7 @@ from sparring.agents.evaluation.stats import mean_ci, paired_difference
 from sparring.agents.evaluation.swe_instances import load_instance_file
 from sparring.agents.scripted import OracleAgent
 from sparring.envs.search.corpus import Corpus
-
-
-def sparring(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """The CLI as a user runs it; COLUMNS is wide so that no message is wrapped."""
-    environ = {**os.environ, "COLUMNS": "250", **env}
-    cmd = [sys.executable, "-m", "sparring.cli", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=environ)
-
+from tests.conftest import sparring_cli as sparring
 
 # --------------------------------------------------------------------------- SPECs
 

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 from sparring.envs.search.corpus import Corpus
+from tests.conftest import sparring_cli
 
 
 def sparring(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "250"}  # rich elides a long path to the terminal's width
-    command = [sys.executable, "-m", "sparring.cli", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    return sparring_cli(*args, timeout=600)
 
 
 def test_corpus_info_reports_documents_tokens_and_sources(corpus: Corpus):
