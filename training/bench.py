@@ -333,8 +333,7 @@ def bench_train(
         ) from None
     if min(tasks, group, max_turns, max_new_tokens, iterations, threads, update_tokens_per_batch) < 1 or warmup < 0:
         raise SparringError(
-            "tasks, group, max-turns, max-new-tokens, iterations, threads and batch-tokens "
-            "must be at least 1."
+            "tasks, group, max-turns, max-new-tokens, iterations, threads and batch-tokens must be at least 1."
         )
     if group < 2:
         raise SparringError("--group must be at least 2: GRPO compares the attempts at one task.")

@@ -146,6 +146,12 @@ class TrainConfig:
     longest first, as many as fit when each is padded to the longest's (bucketed) length; a longer episode
     goes alone. Larger: fewer, wider passes (faster on CPU and GPU) and more activation memory; 1: one
     episode per pass. The loss and gradients are the same whatever the value, up to float rounding."""
+    update_shared_prefix: bool = True
+    """Episodes of one pass that share their prompt (a group's attempts at one task) go through the model as
+    one row: the prompt once, then each episode's own tokens, under a 4-D attention mask that keeps each
+    episode's tokens from seeing another's (``training/sequences.py``). The same logprobs and gradients for
+    fewer tokens; off: one padded row per episode. Needs an attention that takes a 4-D mask (transformers'
+    ``sdpa`` and ``eager``, the defaults; not ``flash_attention_2``)."""
     gamma: float = 1.0
     """Discount of turn rewards in the return-to-go."""
     lam: float = 0.5

@@ -9,17 +9,30 @@ a CPU run of SmolLM2 within a few GiB.
 Several episodes go through the model together (:func:`token_batches` groups them under a token
 budget, :func:`batch_scores` scores a group): the rows are right-padded and masked, and the logits
 are computed at the columns some row scores, so each row's logprobs are its own forward's.
+
+Episodes of one group share their prompt (the G attempts at one task), and the prompt is most of a
+short episode's tokens. With ``share`` (``update_shared_prefix``), the episodes of a pass that share
+the tokens before their first scored position go through the model as ONE row: the shared prefix
+once, then each episode's own rest, with a 4-D attention mask (each rest sees the prefix and itself,
+causally, never another rest) and each token at its own episode's position. Every scored position
+sees exactly the tokens its own episode's forward would, so logprobs and gradients are those of one
+forward per episode (the prefix's activations take the sum of the gradients of the rests that read
+them), for about ``(G - 1) × prefix`` fewer tokens per group.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from sparring.envs.core import Episode
 
-__all__ = ["Sequence", "action_logprobs", "action_scores", "batch_scores", "bucket", "to_sequence", "token_batches"]
+__all__ = [
+    "Sequence", "action_logprobs", "action_scores", "batch_scores", "bucket", "can_share", "packed_rows", "to_sequence",
+    "token_batches",
+]  # fmt: skip
 
 
 @dataclass
@@ -106,7 +119,7 @@ def action_scores(
 
 
 def batch_scores(
-    model: torch.nn.Module, seqs: list[Sequence], temperature: float = 1.0, entropy: bool = True
+    model: torch.nn.Module, seqs: list[Sequence], temperature: float = 1.0, entropy: bool = True, share: bool = True
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """:func:`action_scores` of every sequence of ``seqs``, from one forward pass over all of them.
 
@@ -117,12 +130,25 @@ def batch_scores(
     as a 1-D index), plus unscored ones up to a bucketed count (the output projection meets few
     shapes, as in :func:`action_scores`); the cells no row scores are dropped.
 
+    With ``share``, sequences that share the tokens before their first scored position go as one row
+    each (:func:`packed_rows`, module docstring): a 4-D additive mask and each token's own position.
+
     Returns:
         Per sequence, in the order given: [N] logprobs of its action tokens (with grad when grad is
         enabled) and [N] entropies (empty when ``entropy`` is False).
     """
     if len(seqs) == 1:
         return [action_scores(model, seqs[0], temperature, entropy)]
+    rows = packed_rows(seqs, share and can_share(model))
+    if all(len(members) == 1 for _, members in rows):
+        return _padded_scores(model, seqs, temperature, entropy)
+    return _packed_scores(model, seqs, rows, temperature, entropy)
+
+
+def _padded_scores(
+    model: torch.nn.Module, seqs: list[Sequence], temperature: float, entropy: bool
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """One row per sequence, right-padded, with a 2-D padding mask (:func:`batch_scores`)."""
     device = _device(model)
     width = bucket(max(len(s.input_ids) for s in seqs))
     ids = torch.zeros(len(seqs), width, dtype=torch.long)
@@ -134,37 +160,148 @@ def batch_scores(
         ids[row, length:] = seq.input_ids[-1]  # any id: masked, and after every scored position
         attention[row, :length] = 1
         scored[row, seq.targets - 1] = True  # the position whose logits predict each target
-    # The columns any row scores, given as a 1-D index (the one form of ``logits_to_keep`` every supported
-    # transformers release takes; 5.19 has no [B, T] boolean mask), padded with unscored columns to a
-    # bucketed count so the output projection meets few shapes; the logits of unscored cells are dropped.
+    cols = _kept_columns(scored, width)
+    out = model(
+        input_ids=ids.to(device), attention_mask=attention.to(device), logits_to_keep=cols.to(device), use_cache=False
+    )
+    logits = out.logits[scored[:, cols].to(device)]  # [count, V], row by row, positions ascending
+    targets = torch.cat([seq.input_ids[seq.targets] for seq in seqs]).to(device)
+    return _scores(logits, targets, [seq.tokens for seq in seqs], temperature, entropy)
+
+
+def _packed_scores(
+    model: torch.nn.Module, seqs: list[Sequence], rows: list[tuple[int, list[int]]], temperature: float, entropy: bool
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Rows of :func:`packed_rows`: a shared prefix once, then each member's rest (:func:`batch_scores`).
+
+    The mask takes the form the model's attention takes (:func:`_mask_form`): boolean for SDPA (what
+    transformers itself gives SDPA: an additive one of the lowest float is NaN on CUDA's tiled kernels,
+    where a tile masked whole has no finite maximum), additive for the eager attention (which adds a
+    boolean one as 0 and 1). A pad sees only itself, so no attention row is empty.
+    """
+    device = _device(model)
+    width = bucket(max(_row_length(seqs, prefix, members) for prefix, members in rows))
+    ids = torch.zeros(len(rows), width, dtype=torch.long)
+    positions = torch.zeros(len(rows), width, dtype=torch.long)
+    allowed = torch.zeros(len(rows), width, width, dtype=torch.bool)
+    scored = torch.zeros(len(rows), width, dtype=torch.bool)
+    order: list[int] = []  # the sequences in the order their scored cells come, row by row
+    for row, (prefix, members) in enumerate(rows):
+        ids[row, :prefix] = seqs[members[0]].input_ids[:prefix]
+        positions[row, :prefix] = torch.arange(prefix)
+        allowed[row, :prefix, :prefix] = torch.ones(prefix, prefix, dtype=torch.bool).tril()
+        at = prefix
+        for i in members:
+            seq = seqs[i]
+            n = len(seq.input_ids) - prefix
+            ids[row, at : at + n] = seq.input_ids[prefix:]
+            positions[row, at : at + n] = torch.arange(prefix, prefix + n)
+            allowed[row, at : at + n, :prefix] = True  # the shared prefix
+            allowed[row, at : at + n, at : at + n] = torch.ones(n, n, dtype=torch.bool).tril()  # its own rest
+            scored[row, seq.targets - 1 - prefix + at] = True
+            order.append(i)
+            at += n
+        ids[row, at:] = ids[row, at - 1]
+        pads = torch.arange(at, width)
+        allowed[row, pads, pads] = True
+    mask: torch.Tensor = allowed.unsqueeze(1)
+    if _mask_form(model) == "additive":
+        mask = torch.zeros(mask.shape).masked_fill_(~mask, torch.finfo(torch.float32).min)
+    cols = _kept_columns(scored, width)
+    out = model(
+        input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
+        logits_to_keep=cols.to(device), use_cache=False,
+    )  # fmt: skip
+    logits = out.logits[scored[:, cols].to(device)]
+    targets = torch.cat([seqs[i].input_ids[seqs[i].targets] for i in order]).to(device)
+    found = _scores(logits, targets, [seqs[i].tokens for i in order], temperature, entropy)
+    by_index = dict(zip(order, found, strict=True))
+    return [by_index[i] for i in range(len(seqs))]
+
+
+def can_share(model: torch.nn.Module) -> bool:
+    """Whether ``model``'s attention takes the 4-D mask of shared-prefix rows (:func:`batch_scores`)."""
+    return _mask_form(model) is not None
+
+
+def _mask_form(model: torch.nn.Module) -> str | None:
+    """The 4-D mask ``model``'s attention takes: ``"bool"`` (SDPA, transformers' default), ``"additive"``
+    (eager), or None for one that takes none (flash attention: :func:`batch_scores` pads rows instead)."""
+    implementation = getattr(getattr(model, "config", None), "_attn_implementation", None) or "sdpa"
+    return {"sdpa": "bool", "eager": "additive"}.get(implementation)
+
+
+def _kept_columns(scored: torch.Tensor, width: int) -> torch.Tensor:
+    """The columns any row scores, given as a 1-D index (the one form of ``logits_to_keep`` every supported
+    transformers release takes; 5.19 has no [B, T] boolean mask), padded with unscored columns to a
+    bucketed count so the output projection meets few shapes; the logits of unscored cells are dropped."""
     used = scored.any(0)
     cols = torch.nonzero(used).flatten()
     extra = min(bucket(len(cols)), width) - len(cols)
     if extra > 0:
         cols = torch.sort(torch.cat([cols, torch.nonzero(~used).flatten()[:extra]])).values
-    out = model(
-        input_ids=ids.to(device), attention_mask=attention.to(device), logits_to_keep=cols.to(device), use_cache=False
-    )
-    logits = out.logits[scored[:, cols].to(device)].float()  # [count, V], row by row, positions ascending
+    return cols
+
+
+def _scores(
+    logits: torch.Tensor, targets: torch.Tensor, sizes: list[int], temperature: float, entropy: bool
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per sequence (``sizes`` cells each, in order) its targets' logprobs and, with ``entropy``, the entropies."""
+    logits = logits.float()
     if temperature and temperature != 1.0:
         logits = logits / temperature
     logprobs = torch.log_softmax(logits, dim=-1)
-    targets = torch.cat([seq.input_ids[seq.targets] for seq in seqs]).to(device)
     taken = logprobs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    spread = torch.empty(0)
-    if entropy:
-        with torch.no_grad():
-            spread = torch.cat([-(part.exp() * part).sum(-1) for part in logprobs.detach().split(256)])
-    sizes = [seq.tokens for seq in seqs]
-    spreads = spread.split(sizes) if entropy else [torch.empty(0)] * len(seqs)
-    return list(zip(taken.split(sizes), spreads, strict=True))
+    if not entropy:
+        return [(lp, torch.empty(0)) for lp in taken.split(sizes)]
+    with torch.no_grad():
+        spread = torch.cat([-(part.exp() * part).sum(-1) for part in logprobs.detach().split(256)])
+    return list(zip(taken.split(sizes), spread.split(sizes), strict=True))
 
 
-def token_batches(seqs: list[Sequence], budget: int) -> list[list[Sequence]]:
-    """``seqs`` grouped for :func:`batch_scores`: each group's padded size (rows × bucketed longest) within ``budget``.
+#: The fewest shared tokens that make episodes share a row (below, each goes as a row of its own).
+MIN_SHARED = 32
+
+
+def _shared_key(seq: Sequence) -> bytes | None:
+    """The tokens before ``seq``'s first scored position, as bytes (None when fewer than :data:`MIN_SHARED`)."""
+    if not seq.tokens or int(seq.targets[0]) - 1 < MIN_SHARED:
+        return None
+    return seq.input_ids[: int(seq.targets[0]) - 1].numpy().tobytes()
+
+
+def packed_rows(seqs: list[Sequence], share: bool = True) -> list[tuple[int, list[int]]]:
+    """How :func:`batch_scores` lays ``seqs`` out: per row, the length of the prefix its sequences share (0 for a
+    row of one) and their indices into ``seqs``, rows in the order of their first sequence.
+
+    Sequences share a row when the tokens before their first scored position are the same (at least
+    :data:`MIN_SHARED` of them): the prompt of a group's attempts at one task, but for its last token,
+    whose logits score each attempt's first action token.
+    """
+    rows: list[tuple[int, list[int]]] = []
+    where: dict[bytes, int] = {}
+    for i, seq in enumerate(seqs):
+        key = _shared_key(seq) if share else None
+        if key is not None and key in where:
+            rows[where[key]][1].append(i)
+            continue
+        if key is not None:
+            where[key] = len(rows)
+        rows.append((int(seq.targets[0]) - 1 if key is not None else 0, [i]))
+    return [(prefix if len(members) > 1 else 0, members) for prefix, members in rows]
+
+
+def _row_length(seqs: list[Sequence], prefix: int, members: list[int]) -> int:
+    return prefix + sum(len(seqs[i].input_ids) - prefix for i in members)
+
+
+def token_batches(seqs: list[Sequence], budget: int, share: bool = True) -> list[list[Sequence]]:
+    """``seqs`` grouped for :func:`batch_scores`: each group's padded size (rows × bucketed longest row) in ``budget``.
 
     Longest first, so a group's rows are of similar lengths and pad little; a sequence longer than
-    the budget is a group of its own. Sequences without action tokens are left out.
+    the budget is a group of its own. With ``share``, the sequences that share a prefix come one after
+    the other (the family whose packed row is longest first) and count as one row of the prefix and
+    their rests (:func:`packed_rows`). Sequences without action tokens are left out.
 
     Example:
         >>> seqs = [Sequence(torch.zeros(n, dtype=torch.long), torch.arange(1, 3), torch.zeros(2), torch.zeros(2))
@@ -172,12 +309,35 @@ def token_batches(seqs: list[Sequence], budget: int) -> list[list[Sequence]]:
         >>> [[len(s.input_ids) for s in group] for group in token_batches(seqs, 512)]
         [[300], [100, 70, 60]]
     """
+    families: dict[Any, list[Sequence]] = {}
+    keys: dict[int, Any] = {}
+    for seq in seqs:
+        if not seq.tokens:
+            continue
+        key = _shared_key(seq) if share else None
+        keys[id(seq)] = key if key is not None else id(seq)
+        families.setdefault(keys[id(seq)], []).append(seq)
+    ordered = [sorted(family, key=lambda s: -len(s.input_ids)) for family in families.values()]
+
+    def packed(family: list[Sequence]) -> int:
+        prefix = int(family[0].targets[0]) - 1 if len(family) > 1 else 0
+        return prefix + sum(len(s.input_ids) - prefix for s in family)
+
+    ordered.sort(key=lambda family: -packed(family))
     groups: list[list[Sequence]] = []
-    for seq in sorted((s for s in seqs if s.tokens), key=lambda s: -len(s.input_ids)):
-        if groups and (len(groups[-1]) + 1) * bucket(len(groups[-1][0].input_ids)) <= budget:
+    rows: dict[Any, int] = {}  # the current group's rows: their lengths by key
+    for seq in (s for family in ordered for s in family):
+        key, length = keys[id(seq)], len(seq.input_ids)
+        if key in rows:  # a second sequence of a family joins its row: its rest only
+            length = rows[key] + length - (int(seq.targets[0]) - 1)
+        widest = max([length, *rows.values()])
+        if groups and (len(rows) + (key not in rows)) * bucket(widest) <= budget:
             groups[-1].append(seq)
         else:
             groups.append([seq])
+            rows = {}
+            length = len(seq.input_ids)
+        rows[key] = length
     return groups
 
 

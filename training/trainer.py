@@ -44,7 +44,7 @@ from sparring.training.loss import LossConfig, policy_loss
 from sparring.training.memory import release
 from sparring.training.pipeline import AsyncRollouts, fresh_enough
 from sparring.training.ranks import all_max, all_sum, mean_by_key, sum_gradients
-from sparring.training.sequences import Sequence, batch_scores, to_sequence, token_batches
+from sparring.training.sequences import Sequence, batch_scores, can_share, to_sequence, token_batches
 
 __all__ = ["Trainer", "UpdateStats", "mini_batches", "training_device", "weights_dtype"]
 
@@ -116,6 +116,8 @@ class Trainer:
             self.sampled_model = loaded if self.generator_copy else self.policy_model
             self.generator = build_generator(config, self.sampled_model, self.tokenizer, str(self.accelerator.device))
         self.loss_config = LossConfig(config.clip_low, config.clip_high, config.kl_coef, config.tis_cap)
+        # a group's shared prompt once per row where the attention takes the 4-D mask (update_shared_prefix)
+        self.share_prefix = config.update_shared_prefix and can_share(self.policy_model)
         self.reference: torch.nn.Module | None = None
         self.rng = np.random.default_rng(config.seed + 1000 * self.rank)
         self.replay = {name: ReplayBuffer(config.replay_clear_every) for name in config.games}
@@ -202,7 +204,7 @@ class Trainer:
         total_tokens = int(all_sum([float(local_tokens)], device)[0])
         local_loss = 0.0
         self.optimizer.zero_grad(set_to_none=True)
-        batches = token_batches(sequences, self.config.update_tokens_per_batch)
+        batches = token_batches(sequences, self.config.update_tokens_per_batch, self.share_prefix)
         # fsdp: each pass meets the other ranks, so all make as many as the busiest (counted before any pass)
         for batch in batches + [[IDLE]] * idle_passes(self.policy_model, len(batches)):
             loss = score(batch, total_tokens)
@@ -237,7 +239,7 @@ class Trainer:
 
                     def nll(batch: list[Sequence], count: int) -> torch.Tensor:
                         with autocast:
-                            scores = batch_scores(self.policy_model, batch, entropy=False)
+                            scores = batch_scores(self.policy_model, batch, entropy=False, share=self.share_prefix)
                         return -torch.cat([logp for logp, _ in scores]).sum() / max(1, count)
 
                     loss, tokens = self._step(chunk, nll)
@@ -315,7 +317,7 @@ class Trainer:
 
                 def ppo(batch: list[Sequence], count: int, collected: list = collected) -> torch.Tensor:
                     with self._autocast(cfg.update_bf16):
-                        scores = batch_scores(self.policy_model, batch, temperature)
+                        scores = batch_scores(self.policy_model, batch, temperature, share=self.share_prefix)
                     # The micro-batch's action tokens side by side, [1, N]: the loss sums over tokens, so one row
                     # holds what one row per sequence would, with no padding to mask.
                     logp = torch.cat([lp for lp, _ in scores]).unsqueeze(0)
@@ -324,7 +326,8 @@ class Trainer:
                     ref = None
                     if self.reference is not None:  # in the trained pass's precision: the KL starts at 0
                         with torch.no_grad(), self._autocast(cfg.update_bf16):
-                            ref = torch.cat([lp for lp, _ in batch_scores(self.reference, batch, temperature, False)])
+                            scores_ref = batch_scores(self.reference, batch, temperature, False, self.share_prefix)
+                            ref = torch.cat([lp for lp, _ in scores_ref])
                         ref = ref.unsqueeze(0)
                     device = logp.device
                     loss, info = policy_loss(
@@ -362,7 +365,7 @@ class Trainer:
 
         Computed with the model in eval mode (dropout off, as the generator sampled), train mode restored after.
         """
-        batches = token_batches(sequences, self.config.update_tokens_per_batch)
+        batches = token_batches(sequences, self.config.update_tokens_per_batch, self.share_prefix)
         idle = idle_passes(self.policy_model, len(batches))
         if not batches and not idle:
             return {}
@@ -372,7 +375,7 @@ class Trainer:
             old: dict[int, torch.Tensor] = {}
             with torch.no_grad(), self._autocast(self.config.update_bf16):
                 for batch in batches + [[IDLE]] * idle:
-                    scores = batch_scores(self.policy_model, batch, temperature, entropy=False)
+                    scores = batch_scores(self.policy_model, batch, temperature, entropy=False, share=self.share_prefix)
                     if batch[0] is not IDLE:
                         old |= {id(seq): logp for seq, (logp, _) in zip(batch, scores, strict=True)}
             return old

@@ -2,7 +2,9 @@
 
 The episodes are real: the search solver's, played on the real env and corpus by the trainer's own
 generator (a tiny random Llama with SmolLM2's vocabulary), so they differ in length and hold chat
-markup, tool calls and search results.
+markup, tool calls and search results. Two tasks, three attempts each: the attempts at one task share
+their prompt, so with ``share`` a pass holds two rows (each a prompt once and three rests), without
+it six padded rows; both must score what six separate forwards do.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import torch
 
 from sparring.training.config import load_config
 from sparring.training.game import GAMES, Rollout, play_iteration
-from sparring.training.sequences import batch_scores, bucket, to_sequence, token_batches
+from sparring.training.sequences import batch_scores, bucket, can_share, packed_rows, to_sequence, token_batches
 from sparring.training.trainer import Trainer
 from tests.training.conftest import tiny_model
 
@@ -65,19 +67,32 @@ def _cut(episode: Any, drop: int) -> Any:
     )
 
 
-def test_a_padded_batch_scores_each_episode_as_its_own_forward(smol_tokenizer: Any, rollouts: list[Rollout]) -> None:
-    """Per-token logprobs and entropies of one right-padded pass equal each episode's unpadded pass.
+@pytest.mark.parametrize(
+    ("share", "attention"),
+    [(False, "sdpa"), (True, "sdpa"), (True, "eager")],
+    ids=["padded-rows", "shared-prompt-rows", "shared-prompt-rows-eager"],
+)
+def test_a_batch_scores_each_episode_as_its_own_forward(
+    smol_tokenizer: Any, rollouts: list[Rollout], share: bool, attention: str
+) -> None:
+    """Per-token logprobs and entropies of one pass equal each episode's own unpadded pass.
 
-    The short rows of the batch are padded by hundreds of tokens: a pad that reached a scored position (in
-    the attention or in the kept logits) would change their logprobs, and a logit row taken from a pad
-    position would misalign every row after it.
+    Padded rows: the short rows are padded by hundreds of tokens, so a pad that reached a scored
+    position (in the attention or in the kept logits) would change their logprobs, and a logit row
+    taken from a pad position would misalign every row after it. Shared-prompt rows: an attempt's
+    tokens that saw another attempt's, or kept the position they have in the row instead of their
+    own episode's, would change its logprobs. SDPA takes the mask as booleans, the eager attention adds it.
     """
     model = tiny_model(smol_tokenizer).eval()
+    model.set_attn_implementation(attention)
     seqs = [to_sequence(r.episode, [1.0] * len(r.episode.token_ids)) for r in rollouts]
     lengths = sorted(len(s.input_ids) for s in seqs)
     assert bucket(lengths[-1]) - lengths[0] >= 64  # the shortest row is mostly padding
+    rows = packed_rows(seqs, share)
+    assert [len(members) for _, members in rows] == ([3, 3] if share else [1] * 6)
+    assert not share or all(prefix >= 32 for prefix, _ in rows)
     with torch.no_grad():
-        batched = batch_scores(model, seqs, temperature=0.7)
+        batched = batch_scores(model, seqs, temperature=0.7, share=share)
         for seq, (logp, entropy) in zip(seqs, batched, strict=True):
             ids = seq.input_ids.unsqueeze(0)
             logits = model(input_ids=ids, use_cache=False).logits[0, seq.targets - 1].float() / 0.7
@@ -87,21 +102,36 @@ def test_a_padded_batch_scores_each_episode_as_its_own_forward(smol_tokenizer: A
             assert torch.allclose(entropy, plain.entropy(), atol=LOGPROB_ATOL)
 
 
-def test_token_batches_fit_the_budget_and_take_every_episode_once(rollouts: list[Rollout]) -> None:
+@pytest.mark.parametrize("share", [False, True], ids=["padded-rows", "shared-prompt-rows"])
+def test_token_batches_fit_the_budget_and_take_every_episode_once(rollouts: list[Rollout], share: bool) -> None:
     seqs = [to_sequence(r.episode, [1.0] * len(r.episode.token_ids)) for r in rollouts]
     longest = bucket(max(len(s.input_ids) for s in seqs))
+
+    def cost(group: list[Any]) -> int:  # what the pass pads to: rows × the longest row, bucketed
+        rows = packed_rows(group, share)
+        return len(rows) * bucket(max(p + sum(len(group[i].input_ids) - p for i in m) for p, m in rows))
+
     for budget in (1, longest, 2 * longest, 100 * longest):
-        groups = token_batches(seqs, budget)
+        groups = token_batches(seqs, budget, share)
         assert sorted(id(s) for g in groups for s in g) == sorted(id(s) for s in seqs)
-        assert all(len(g) == 1 or len(g) * bucket(len(g[0].input_ids)) <= budget for g in groups)
-    assert len(token_batches(seqs, 1)) == len(seqs) and len(token_batches(seqs, 100 * longest)) == 1
-    assert len(token_batches(seqs, 2 * longest)) < len(seqs)
+        assert all(len(g) == 1 or cost(g) <= budget for g in groups)
+    assert len(token_batches(seqs, 1, share)) == len(seqs) and len(token_batches(seqs, 100 * longest, share)) == 1
+    assert len(token_batches(seqs, 2 * longest, share)) < len(seqs)
+    # one pass of all six: two rows of a prompt and three rests each, or six rows of whole episodes
+    whole = token_batches(seqs, 100 * longest, share)[0]
+    shared = sum(p * (len(m) - 1) for p, m in packed_rows(whole, share))
+    assert sum(len(s.input_ids) for s in seqs) - shared == sum(
+        p + sum(len(whole[i].input_ids) - p for i in m) for p, m in packed_rows(whole, share)
+    )
+    assert (shared > 0) == share
 
 
-def _update(tokenizer: Any, tmp_path: Path, rollouts: list[Rollout], budget: int) -> tuple[Any, list[list[Any]]]:
+def _update(
+    tokenizer: Any, tmp_path: Path, rollouts: list[Rollout], budget: int, share: bool = False
+) -> tuple[Any, list[list[Any]]]:
     """One ``reinforce`` (two optimizer steps, KL on) and the gradients each step took."""
-    trainer = _trainer(tokenizer, tmp_path, budget, "updates_per_iteration=2", "kl_coef=0.1", "lr=1e-7",
-                       "max_grad_norm=0", "std_scale=false")  # fmt: skip
+    trainer = _trainer(tokenizer, tmp_path / str(share), budget, "updates_per_iteration=2", "kl_coef=0.1", "lr=1e-7",
+                       "max_grad_norm=0", "std_scale=false", f"update_shared_prefix={str(share).lower()}")  # fmt: skip
     trainer.freeze_reference()
     grads: list[list[Any]] = []
     trainer.optimizer.optimizer.register_step_pre_hook(  # the torch optimizer accelerate wraps
@@ -110,12 +140,16 @@ def _update(tokenizer: Any, tmp_path: Path, rollouts: list[Rollout], budget: int
     return trainer.reinforce(rollouts), grads
 
 
+@pytest.mark.parametrize("share", [False, True], ids=["padded-rows", "shared-prompt-rows"])
 def test_micro_batched_loss_and_gradients_equal_one_forward_per_episode(
-    smol_tokenizer: Any, tmp_path: Path, rollouts: list[Rollout]
+    smol_tokenizer: Any, tmp_path: Path, rollouts: list[Rollout], share: bool
 ) -> None:
-    """Old logprobs, KL reference and trained pass micro-batched: the same loss, gradients and statistics."""
+    """Old logprobs, KL reference and trained pass micro-batched: the same loss, gradients and statistics.
+
+    With shared-prompt rows the prompt's activations take the gradients of three attempts at once.
+    """
     single, single_grads = _update(smol_tokenizer, tmp_path, rollouts, budget=1)
-    batched, batched_grads = _update(smol_tokenizer, tmp_path, rollouts, budget=1 << 16)
+    batched, batched_grads = _update(smol_tokenizer, tmp_path, rollouts, budget=1 << 16, share=share)
     assert single.tokens == batched.tokens > 0 and single.sequences == batched.sequences == 6
     assert batched.loss == pytest.approx(single.loss, rel=1e-5, abs=1e-7) and single.loss != 0.0
     assert len(single_grads) == len(batched_grads) == 2
@@ -125,3 +159,16 @@ def test_micro_batched_loss_and_gradients_equal_one_forward_per_episode(
             assert torch.allclose(a, b, rtol=GRAD_RTOL, atol=GRAD_ATOL), float((a - b).abs().max())
     for key in ("ratio_mean", "ratio_dev", "kl", "tis_mean", "entropy", "clip_frac_low", "clip_frac_high"):
         assert (batched.extra or {})[key] == pytest.approx((single.extra or {})[key], rel=1e-4, abs=1e-6), key
+
+
+def test_an_attention_without_4d_masks_is_not_given_shared_rows(smol_tokenizer: Any) -> None:
+    """Flash attention takes no 4-D mask, so the trainer and ``batch_scores`` keep one padded row per episode
+    for it (``can_share``); SDPA and the eager attention take one."""
+    model = tiny_model(smol_tokenizer).eval()
+    assert can_share(model)
+    model.set_attn_implementation("eager")
+    assert can_share(model)
+    model.config._attn_implementation_internal = "flash_attention_2"  # named only: nothing here runs it
+    assert model.config._attn_implementation == "flash_attention_2" and not can_share(model)
+    model.config._attn_implementation_internal = "sdpa"
+    assert can_share(model)
