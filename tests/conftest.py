@@ -95,8 +95,10 @@ def smollm2() -> Any:
 
 
 @pytest.fixture(scope="session")
-def bug_verdicts() -> Any:
-    """The inflection test bugs' validation verdicts, each validated once per session (``tests.envs.swe.bugs``)."""
+def bug_verdicts(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The inflection test bugs' validation verdicts, each validated once per session (``tests.envs.swe.bugs``);
+    under pytest-xdist once for all the workers, in the folder above theirs (this run's own)."""
     from tests.envs.swe.bugs import Verdicts
 
-    return Verdicts()
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return Verdicts(tmp_path_factory.getbasetemp().parent if worker else None)

@@ -106,6 +106,7 @@ def _run_ours(settings: dict[str, Any]) -> dict[str, Any]:
         kl_coef=0.0,
         gradient_checkpointing=settings["checkpointing"],
         update_tokens_per_batch=settings["update_tokens_per_batch"],
+        update_shared_prefix=settings["shared_prefix"],
         out=out,
         seed=settings["seed"],
         threads=settings["threads"],
@@ -305,6 +306,7 @@ def bench_train(
     update_tokens_per_batch: int = TrainConfig.update_tokens_per_batch,
     backend: str = "hf",
     vllm_dtype: str = TrainConfig.vllm_dtype,
+    shared_prefix: bool = TrainConfig.update_shared_prefix,
 ) -> dict[str, Any]:
     """Run our trainer, then TRL's GRPO, on the same solver tasks; return the figures.
 
@@ -324,6 +326,7 @@ def bench_train(
         backend: Ours: what generates, ``hf`` (the trained model itself) or ``vllm`` (vLLM in process,
             weights pushed after every update; needs the vllm extra).
         vllm_dtype: Ours with ``vllm``: the engine's weights (``bfloat16`` or ``float32``).
+        shared_prefix: Ours: a group's shared prompt once per row of the update (``update_shared_prefix``).
     """
     try:
         import trl  # noqa: F401
@@ -356,6 +359,7 @@ def bench_train(
         "update_tokens_per_batch": update_tokens_per_batch,
         "backend": backend,
         "vllm_dtype": vllm_dtype,
+        "shared_prefix": shared_prefix,
     }
     machine = bench_machine()
     ours = _in_child(_run_ours, settings)
@@ -389,6 +393,7 @@ def bench_train(
             "same_tasks": True,
             "activation_checkpointing": checkpointing,
             "ours_update_tokens_per_batch": update_tokens_per_batch,
+            "ours_update_shared_prefix": shared_prefix,
             "ours_generation": f"vllm in process, {vllm_dtype}" if backend == "vllm" else "hf, the trained model",
             "objective": "PPO-clip 0.2/0.28, token-level mean, group std scaling, no KL, 1 step per iteration",
             "lr": lr,
@@ -435,6 +440,11 @@ def bench_command(
     ),
     backend: str = typer.Option("hf", help="Ours: generate with hf (the trained model) or vllm (weights pushed)."),
     vllm_dtype: str = typer.Option(TrainConfig.vllm_dtype, help="Ours with --backend vllm: the engine's weights."),
+    shared_prefix: bool = typer.Option(
+        TrainConfig.update_shared_prefix,
+        "--shared-prefix/--no-shared-prefix",
+        help="Ours: a group's shared prompt once per row of the update (the config's update_shared_prefix).",
+    ),
 ) -> None:
     """Seconds per iteration of our trainer and of TRL's GRPO on the same solver env, model and budget."""
 
@@ -452,5 +462,6 @@ def bench_command(
         update_tokens_per_batch=update_tokens_per_batch,
         backend=backend,
         vllm_dtype=vllm_dtype,
+        shared_prefix=shared_prefix,
     )
     print_figures(result, as_json)

@@ -247,6 +247,10 @@ def smol_shaped(tokenizer: Any) -> Any:
 SCENARIOS = {
     f.__name__: f for f in (update, idle, keys, warm, tokens, resume, fsdp_update, fsdp_checkpoint, memory, server)
 }
+#: A scenario's own config overrides, after the launch's (scenarios that need none share a launch with it).
+SCENARIO_OVERRIDES: dict[str, list[str]] = {
+    "fsdp_update": ["warm_start_batch=8", "kl_coef=0.1", "max_grad_norm=1.0"],
+}
 #: The model a scenario trains when not the tiny one: ``(tokenizer, model folder)`` to the model.
 MODELS: dict[str, Callable[[Any, str], Any]] = {
     "memory": lambda tokenizer, _: smol_shaped(tokenizer),
@@ -263,7 +267,7 @@ def main() -> None:
     # own, with its own model and run folder, in the order given.
     for scenario in names:
         folder = out.parent / "run" if len(names) == 1 else out.parent / scenario / "run"
-        config = load_config(None, [f"out={folder}", *SETTINGS, *overrides])
+        config = load_config(None, [f"out={folder}", *SETTINGS, *overrides, *SCENARIO_OVERRIDES.get(scenario, [])])
         model = MODELS.get(scenario, lambda t, _: tiny_model(t, seed=0))(tokenizer, model_dir)
         trainer = Trainer(config, model=model, tokenizer=tokenizer)
         results[scenario] = gather_objects(SCENARIOS[scenario](trainer, trainer.rank))

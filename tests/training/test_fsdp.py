@@ -17,8 +17,8 @@ from sparring import SparringError
 from sparring.training.config import load_config
 from sparring.training.trainer import Trainer
 from tests.training.conftest import tiny_model
-from tests.training.ranks_worker import SETTINGS, fsdp_demos, fsdp_rollouts
-from tests.training.test_ranks import two_ranks
+from tests.training.ranks_worker import SCENARIO_OVERRIDES, SETTINGS, fsdp_demos, fsdp_rollouts
+from tests.training.test_ranks import launch, two_ranks
 
 #: Largest parameter difference allowed between two ranks under FSDP and one process, after two AdamW steps of
 #: lr 0.01 (each moves a weight by up to about 0.01): only the order of float32 sums differs.
@@ -30,6 +30,14 @@ def _single(tokenizer: Any, tmp_path: Path, *overrides: str) -> Trainer:
     return Trainer(config, model=tiny_model(tokenizer, seed=0), tokenizer=tokenizer)
 
 
+@pytest.fixture(scope="module")
+def fsdp(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    """The three FSDP scenarios on two ranks in one launch (starting two ranks costs more than each scenario): every
+    rank's results by scenario, and their folder."""
+    folder = tmp_path_factory.mktemp("fsdp")
+    return launch(["fsdp_update", "fsdp_checkpoint", "memory"], tiny_model_dir, folder, "distributed=fsdp"), folder
+
+
 def _worst(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
     assert set(a) == set(b)
     return max(float((a[k].double() - b[k].double()).abs().max()) for k in a)
@@ -38,20 +46,19 @@ def _worst(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_an_fsdp_update_equals_the_single_process_update(
-    smol_tokenizer: Any, tiny_model_dir: Path, tmp_path: Path
+    smol_tokenizer: Any, fsdp: tuple[dict[str, Any], Path], tmp_path: Path
 ) -> None:
-    overrides = ("warm_start_batch=8", "kl_coef=0.1", "max_grad_norm=1.0")
-    first, second = two_ranks("fsdp_update", tiny_model_dir, tmp_path, "distributed=fsdp", *overrides)
+    (first, second), folder = fsdp[0]["fsdp_update"], fsdp[1]
     assert first["sharded"] and second["sharded"] and first["reference_sharded"]
-    fsdp = torch.load(tmp_path / "run" / "weights.pt")
-    trainer = _single(smol_tokenizer, tmp_path, *overrides)
+    sharded = torch.load(folder / "fsdp_update" / "run" / "weights.pt")
+    trainer = _single(smol_tokenizer, tmp_path, *SCENARIO_OVERRIDES["fsdp_update"])
     start = {k: v.detach().clone() for k, v in trainer.policy_model.state_dict().items()}
     trainer.supervised(fsdp_demos(0) + fsdp_demos(1), epochs=1, lr=0.01)
     trainer.freeze_reference()
     trainer.reinforce(fsdp_rollouts(0) + fsdp_rollouts(1))
     single = {k: v.detach() for k, v in trainer.policy_model.state_dict().items()}
     assert _worst(single, start) > 0.01  # both steps moved the weights
-    assert _worst(fsdp, single) < TOLERANCE
+    assert _worst(sharded, single) < TOLERANCE
     # Each rank holds half of the reference, as of the policy: no whole copy per rank.
     whole = sum(v.numel() * v.element_size() for k, v in trainer.policy_model.named_parameters())
     for rank in (first, second):
@@ -62,22 +69,22 @@ def test_an_fsdp_update_equals_the_single_process_update(
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_checkpoint_saved_under_fsdp_loads_in_one_process(
-    smol_tokenizer: Any, tiny_model_dir: Path, tmp_path: Path
+    smol_tokenizer: Any, fsdp: tuple[dict[str, Any], Path], tmp_path: Path
 ) -> None:
     from transformers import AutoModelForCausalLM
 
     from sparring.training.checkpoint import load_checkpoint
 
-    first, second = two_ranks("fsdp_checkpoint", tiny_model_dir, tmp_path, "distributed=fsdp")
+    (first, second), folder = fsdp[0]["fsdp_checkpoint"], fsdp[1]
     for rank in (first, second):  # resumed under fsdp: the saved weights, in the policy and the generator
         assert rank["moved"] and rank["reloaded"] and rank["generator"]
-    saved = torch.load(tmp_path / "run" / "weights.pt")
-    folder = Path(first["folder"])
-    model = AutoModelForCausalLM.from_pretrained(folder / "model")  # what `sparring eval --model` loads
+    saved = torch.load(folder / "fsdp_checkpoint" / "run" / "weights.pt")
+    checkpoint = Path(first["folder"])
+    model = AutoModelForCausalLM.from_pretrained(checkpoint / "model")  # what `sparring eval --model` loads
     assert type(model).__name__ == "LlamaForCausalLM"
     assert all(torch.equal(v, saved[k]) for k, v in model.state_dict().items())
     trainer = _single(smol_tokenizer, tmp_path)
-    load_checkpoint(trainer, folder)  # the optimizer's state by parameter name into an unsharded optimizer
+    load_checkpoint(trainer, checkpoint)  # the optimizer's state by parameter name into an unsharded optimizer
     assert all(torch.equal(v, saved[k]) for k, v in trainer.policy_model.state_dict().items())
     state = trainer.optimizer.optimizer.state
     assert len(state) == len(list(trainer.policy_model.parameters()))
@@ -87,11 +94,10 @@ def test_a_checkpoint_saved_under_fsdp_loads_in_one_process(
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_fsdp_holds_half_the_parameters_and_optimizer_state_of_ddp_per_rank(
-    tiny_model_dir: Path, tmp_path: Path
+    fsdp: tuple[dict[str, Any], Path], tiny_model_dir: Path, tmp_path: Path
 ) -> None:
     ddp = two_ranks("memory", tiny_model_dir, tmp_path, "distributed=ddp")
-    fsdp = two_ranks("memory", tiny_model_dir, tmp_path, "distributed=fsdp")
-    for whole, part in zip(ddp, fsdp, strict=True):
+    for whole, part in zip(ddp, fsdp[0]["memory"], strict=True):
         total = (part["parameters"] + part["optimizer"]) / (whole["parameters"] + whole["optimizer"])
         print(f"per rank: ddp {whole}, fsdp {part}: {total:.3f}")
         assert whole["optimizer"] == 2 * whole["parameters"]  # AdamW: two moments per weight

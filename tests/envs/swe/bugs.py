@@ -8,8 +8,11 @@ so ``ordinal(13)`` says "rd"; the weakening replaces the bodies of the two ordin
 from __future__ import annotations
 
 import copy
+import fcntl
+import pickle
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -178,6 +181,9 @@ class Verdicts:
     Validating a bug takes a dozen harness runs, and many test modules start from the same
     validated bug; the session fixture ``bug_verdicts`` (``tests/conftest.py``) holds one of these.
     The tests of validation itself call :func:`~sparring.envs.swe.validation.validate_artifact`.
+    Under pytest-xdist each worker is a session of its own: with ``shared`` (a folder all the
+    session's workers see) the first worker to ask for a bug validates it and writes the verdict
+    there, and the others wait for it under a file lock instead of validating it again.
     """
 
     #: The bugs by name: each builds the artifact from the image's files.
@@ -186,9 +192,10 @@ class Verdicts:
         "partly_weakened": partly_weakened_artifact,
     }
 
-    def __init__(self) -> None:
+    def __init__(self, shared: Path | None = None) -> None:
         """Nothing is validated (nor any container started) until a verdict is asked for."""
         self._done: dict[str, tuple[BugArtifact, Any]] = {}
+        self._shared = shared
 
     def get(self, name: str) -> tuple[BugArtifact, Any]:
         """(artifact, :class:`~sparring.envs.swe.validation.ValidationResult`) of bug ``name``, a copy per call.
@@ -196,13 +203,24 @@ class Verdicts:
         Its own short-lived pool validates it, so no container outlives the call.
         """
         if name not in self._done:
-            from sparring.containers.sandbox import SandboxPool
-            from sparring.envs.swe.validation import validate_artifact
-
-            pool = SandboxPool(repo_image(), size=2)
-            try:
-                artifact = self.ARTIFACTS[name](repo_files(pool))
-                self._done[name] = (artifact, validate_artifact(artifact, pool.image, pool))
-            finally:
-                pool.close()
+            if self._shared is None:
+                self._done[name] = self._validate(name)
+            else:
+                saved = self._shared / f"verdict-{name}.pickle"
+                with (self._shared / f"verdict-{name}.lock").open("w") as lock:
+                    fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+                    if not saved.exists():
+                        saved.write_bytes(pickle.dumps(self._validate(name)))
+                    self._done[name] = pickle.loads(saved.read_bytes())
         return copy.deepcopy(self._done[name])
+
+    def _validate(self, name: str) -> tuple[BugArtifact, Any]:
+        from sparring.containers.sandbox import SandboxPool
+        from sparring.envs.swe.validation import validate_artifact
+
+        pool = SandboxPool(repo_image(), size=2)
+        try:
+            artifact = self.ARTIFACTS[name](repo_files(pool))
+            return artifact, validate_artifact(artifact, pool.image, pool)
+        finally:
+            pool.close()
