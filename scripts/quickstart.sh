@@ -61,10 +61,11 @@ else
   set +e
   if [ "$#" = 0 ]; then
     # The whole suite in two workers, a test file each at a time (pytest-xdist): one worker's tests wait on
-    # containers while the other's compute. Passive OpenMP waits keep torch's threads in one worker from
-    # spinning on cores the other needs.
+    # containers while the other's compute. The files go in collection order, the heaviest first
+    # (tests/conftest.py). Passive OpenMP waits keep torch's threads in one worker from spinning on cores
+    # the other needs.
     export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
-    set -- -n "${SPARRING_TEST_WORKERS:-2}" --dist loadfile
+    set -- -n "${SPARRING_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder
   fi
   "$py" -m pytest "$@"
   rc=$?

@@ -17,14 +17,49 @@ import pytest
 from sparring.envs.search.corpus import CORPUS_FORMAT, Corpus, built_format, corpus_dir
 from sparring.envs.search.retrieval import BM25Retriever, open_retriever
 
-# The quick start runs the suite in two pytest-xdist workers that take whole files in collection order; the
-# file of the longest single test goes first, so that it does not run alone at the end.
-RUN_FIRST = ("tests/training/test_learning.py",)
+# The quick start runs the suite in two pytest-xdist workers that take whole files, one at a time as each runs
+# low, in collection order (``--no-loadscope-reorder``: xdist would otherwise order the files by their number of
+# tests, which put the one-test learning file, the longest, last). The heaviest files go first, longest first,
+# so the end of the run is short files on both workers rather than one long file alone: seconds per file from
+# the whole suite in two workers (2026-11-27, cpu-2c-amx; setup, tests and teardown of each file's tests).
+HEAVY_FIRST = (
+    "tests/envs/swe/test_validation.py",  # 406 s
+    "tests/envs/swe/test_adversarial_validation.py",  # 374 s
+    "tests/envs/swe/test_repair_env.py",  # 235 s
+    "tests/envs/swe/test_adversarial_injector.py",  # 198 s
+    "tests/agents/test_runner.py",  # 197 s
+    "tests/training/test_game.py",  # 159 s
+    "tests/training/test_learning.py",  # 157 s
+    "tests/training/test_fsdp.py",  # 114 s
+    "tests/agents/test_swe_bench_export.py",  # 113 s
+    "tests/agents/test_vllm_backend.py",  # 110 s
+    "tests/training/test_demos.py",  # 109 s
+    "tests/agents/test_vllm_server.py",  # 108 s
+    "tests/training/test_judging.py",  # 107 s
+    "tests/envs/swe/test_bugstore.py",  # 98 s
+    "tests/containers/test_sandbox.py",  # 96 s
+    "tests/envs/swe/test_adversarial_plain.py",  # 95 s
+    "tests/envs/swe/test_inject_env.py",  # 89 s
+    "tests/agents/test_evaluation_swe.py",  # 88 s
+    "tests/envs/swe/test_visible.py",  # 86 s
+    "tests/test_integrations_docs.py",  # 72 s
+    "tests/training/test_bench_train.py",  # 71 s
+    "tests/training/test_ranks.py",  # 68 s
+    "tests/envs/swe/test_adversarial_inplace.py",  # 68 s
+    "tests/agents/test_http.py",  # 66 s
+    "tests/agents/test_evaluation_judge_swe.py",  # 61 s
+    "tests/envs/swe/test_adversarial_runtime.py",  # 60 s
+    "tests/training/test_resume.py",  # 54 s
+    "tests/containers/test_remote_engine.py",  # 52 s
+    "tests/envs/swe/test_repos.py",  # 50 s
+    "tests/agents/test_answering.py",  # 49 s
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put the files of ``RUN_FIRST`` first, the rest in their usual order."""
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in RUN_FIRST)
+    """The files of ``HEAVY_FIRST`` first, in its order; the rest after them in their usual order."""
+    rank = {path: i for i, path in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(HEAVY_FIRST)))
 
 
 def require(ok: bool, what: str) -> None:
