@@ -150,8 +150,8 @@ class TrainConfig:
     """Episodes of one pass that share their prompt (a group's attempts at one task) go through the model as
     one row: the prompt once, then each episode's own tokens, under a 4-D attention mask that keeps each
     episode's tokens from seeing another's (``training/sequences.py``). The same logprobs and gradients for
-    fewer tokens; off: one padded row per episode. Needs an attention that takes a 4-D mask (transformers'
-    ``sdpa`` and ``eager``, the defaults; not ``flash_attention_2``)."""
+    fewer tokens; off: one padded row per episode. Only where the model's attention takes a 4-D mask
+    (transformers' ``sdpa``, the default, and ``eager``); under another (``flash_attention_2``) the rows stay padded."""
     gamma: float = 1.0
     """Discount of turn rewards in the return-to-go."""
     lam: float = 0.5
