@@ -20,6 +20,7 @@ Usage (on the GPU machine, from the repository root)::
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import tempfile
@@ -32,42 +33,14 @@ import torch
 
 #: Shapes of published configs (Qwen2.5 instruct models); only the sizes matter here.
 SHAPES: dict[str, dict[str, Any]] = {
-    "0.5b": dict(
-        hidden_size=896,
-        intermediate_size=4864,
-        num_hidden_layers=24,
-        num_attention_heads=14,
-        num_key_value_heads=2,
-        vocab_size=151936,
-        tie_word_embeddings=True,
-    ),
-    "1.5b": dict(
-        hidden_size=1536,
-        intermediate_size=8960,
-        num_hidden_layers=28,
-        num_attention_heads=12,
-        num_key_value_heads=2,
-        vocab_size=151936,
-        tie_word_embeddings=True,
-    ),
-    "tiny": dict(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=151936,
-        tie_word_embeddings=True,
-    ),  # a CPU check of this script
-    "7b": dict(
-        hidden_size=3584,
-        intermediate_size=18944,
-        num_hidden_layers=28,
-        num_attention_heads=28,
-        num_key_value_heads=4,
-        vocab_size=152064,
-        tie_word_embeddings=False,
-    ),
+    "0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+                 num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True),
+    "1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
+                 num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True),
+    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True),  # a CPU check of this script
+    "7b": dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
+               num_key_value_heads=4, vocab_size=152064, tie_word_embeddings=False),
 }
 
 
@@ -103,22 +76,14 @@ def one_setting(args: argparse.Namespace, dtype: str, checkpointing: bool, share
     model, tokenizer = random_model(args.size, dtype, args.device)
     params = sum(p.numel() for p in model.parameters())
     config = TrainConfig(
-        device=args.device,
-        dtype=dtype,
-        backend="hf",
-        out=tempfile.mkdtemp(),
-        gradient_checkpointing=checkpointing,
-        update_tokens_per_batch=args.batch_tokens,
-        kl_coef=0.0,
-        update_shared_prefix=shared,
+        device=args.device, dtype=dtype, backend="hf", out=tempfile.mkdtemp(), gradient_checkpointing=checkpointing,
+        update_tokens_per_batch=args.batch_tokens, kl_coef=0.0, update_shared_prefix=shared,
     )
     trainer = Trainer(config, model=model, tokenizer=tokenizer)
     rng = torch.Generator().manual_seed(1)
     # a group of 4 attempts per prompt, as GRPO samples them
-    prompts = [
-        torch.randint(3, 30000, (args.prompt_tokens,), generator=rng).tolist() for _ in range(args.episodes // 4)
-    ]
-    prompts = [prompt for prompt in prompts for _ in range(4)]
+    groups = [torch.randint(3, 30000, (args.prompt_tokens,), generator=rng).tolist() for _ in range(args.episodes // 4)]
+    prompts = [prompt for prompt in groups for _ in range(4)]
     sampling = SamplingParams(temperature=1.0, max_new_tokens=args.new_tokens, seed=0)
     rows = []
     for iteration in range(args.iterations + 1):  # the first warms kernels and the allocator up
@@ -133,16 +98,9 @@ def one_setting(args: argparse.Namespace, dtype: str, checkpointing: bool, share
         for i, (prompt, gen) in enumerate(zip(prompts, generations, strict=True)):
             n = len(gen.token_ids)
             episode = Episode(
-                env_id="bench",
-                role="solver",
-                domain="search",
-                task_id=str(i // 4),
-                task={},
-                prompt="",
-                token_ids=prompt + gen.token_ids,
-                token_turn=[-1] * len(prompt) + [0] * n,
-                action_mask=[False] * len(prompt) + [True] * n,
-                logprobs=[0.0] * len(prompt) + gen.logprobs,
+                env_id="bench", role="solver", domain="search", task_id=str(i // 4), task={}, prompt="",
+                token_ids=prompt + gen.token_ids, token_turn=[-1] * len(prompt) + [0] * n,
+                action_mask=[False] * len(prompt) + [True] * n, logprobs=[0.0] * len(prompt) + gen.logprobs,
             )
             # groups of 4 with mixed outcomes, so no group is dropped for zero variance
             rollouts.append(Rollout(episode, float(i % 2), [0.0], ("search", "solver", str(i // 4)), "terminated"))
@@ -153,38 +111,18 @@ def one_setting(args: argparse.Namespace, dtype: str, checkpointing: bool, share
         t_upd = time.perf_counter() - t1
         generated = sum(len(g.token_ids) for g in generations)
         if iteration:
-            rows.append(
-                dict(
-                    generate_s=t_gen,
-                    update_s=t_upd,
-                    tokens=generated,
-                    trained_tokens=stats.tokens,
-                    peak_generate=peak_gen,
-                    peak_update=peak(),
-                )
-            )
-        print(
-            f"  {dtype} ckpt={checkpointing} shared={shared} it{iteration}: gen {t_gen:.1f}s ({generated} tok) "
-            f"update {t_upd:.1f}s loss {stats.loss:.4f}",
-            file=sys.stderr,
-            flush=True,
-        )
+            rows.append(dict(generate_s=t_gen, update_s=t_upd, tokens=generated, trained_tokens=stats.tokens,
+                             peak_generate=peak_gen, peak_update=peak()))
+        print(f"  {dtype} ckpt={checkpointing} shared={shared} it{iteration}: gen {t_gen:.1f}s ({generated} tok) "
+              f"update {t_upd:.1f}s loss {stats.loss:.4f}", file=sys.stderr, flush=True)
     mean = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
     gib = 2**30
     result = {
-        "device": torch.cuda.get_device_name(0) if cuda else "cpu",
-        "torch": torch.__version__,
-        "size": args.size,
-        "parameters": params,
-        "dtype": dtype,
-        "gradient_checkpointing": checkpointing,
-        "shared_prefix": shared,
-        "episodes": args.episodes,
-        "prompt_tokens": args.prompt_tokens,
-        "new_tokens": args.new_tokens,
+        "device": torch.cuda.get_device_name(0) if cuda else "cpu", "torch": torch.__version__, "size": args.size,
+        "parameters": params, "dtype": dtype, "gradient_checkpointing": checkpointing, "shared_prefix": shared,
+        "episodes": args.episodes, "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
         "seconds_per_iteration": round(mean["generate_s"] + mean["update_s"], 2),
-        "generate_seconds": round(mean["generate_s"], 2),
-        "update_seconds": round(mean["update_s"], 2),
+        "generate_seconds": round(mean["generate_s"], 2), "update_seconds": round(mean["update_s"], 2),
         "rollout_tokens_per_s": round(mean["tokens"] / mean["generate_s"], 1),
         "update_tokens_per_s": round(mean["trained_tokens"] / mean["update_s"], 1),
         "peak_gib_generate": round(mean["peak_generate"] / gib, 2),
@@ -208,32 +146,23 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=2)
     parser.add_argument("--batch-tokens", type=int, default=4096)
     parser.add_argument("--out", type=Path, help="Also write the JSON lines here.")
-    parser.add_argument(
-        "--shared-prefix",
-        choices=["on", "off", "both"],
-        default="on",
-        help="update_shared_prefix: a group's prompt once per row (on), a row per episode (off).",
-    )
+    parser.add_argument("--shared-prefix", choices=["on", "off", "both"], default="on",
+                        help="update_shared_prefix: a group's prompt once per row (on), a row per episode (off).")
     args = parser.parse_args()
     for dtype in args.dtype or ["bfloat16"]:
-        for checkpointing, shared in [
-            (ckpt, shared)
-            for ckpt in ([True, False] if args.no_checkpointing else [True])
-            for shared in {"on": [True], "off": [False], "both": [True, False]}[args.shared_prefix]
-        ]:
+        for checkpointing, shared in itertools.product(
+            [True, False] if args.no_checkpointing else [True],
+            {"on": [True], "off": [False], "both": [True, False]}[args.shared_prefix],
+        ):
             try:
                 result = one_setting(args, dtype, checkpointing, shared)
             except Exception as e:  # noqa: BLE001 - one setting's failure (out of memory, say) is its result
                 traceback.print_exc()
                 if args.device == "cuda":
                     torch.cuda.empty_cache()
-                result = {
-                    "size": args.size,
-                    "dtype": dtype,
-                    "gradient_checkpointing": checkpointing,
-                    "shared_prefix": shared,
-                    "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
-                }
+                result = {"size": args.size, "dtype": dtype, "gradient_checkpointing": checkpointing,
+                          "shared_prefix": shared,
+                          "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
             line = json.dumps(result)
             print(line, flush=True)
             if args.out:

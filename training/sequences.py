@@ -131,7 +131,7 @@ def batch_scores(
     shapes, as in :func:`action_scores`); the cells no row scores are dropped.
 
     With ``share``, sequences that share the tokens before their first scored position go as one row
-    each (:func:`packed_rows`, module docstring): a 4-D additive mask and each token's own position.
+    each (:func:`packed_rows`, module docstring): a 4-D mask and each token's own position.
 
     Returns:
         Per sequence, in the order given: [N] logprobs of its action tokens (with grad when grad is
@@ -180,7 +180,7 @@ def _packed_scores(
     boolean one as 0 and 1). A pad sees only itself, so no attention row is empty.
     """
     device = _device(model)
-    width = bucket(max(_row_length(seqs, prefix, members) for prefix, members in rows))
+    width = bucket(max(_packed_length([seqs[i] for i in members]) for _, members in rows))
     ids = torch.zeros(len(rows), width, dtype=torch.long)
     positions = torch.zeros(len(rows), width, dtype=torch.long)
     allowed = torch.zeros(len(rows), width, width, dtype=torch.bool)
@@ -263,11 +263,16 @@ def _scores(
 MIN_SHARED = 32
 
 
+def _prefix(seq: Sequence) -> int:
+    """How many tokens come before ``seq``'s first scored position: what attempts at one task can share."""
+    return int(seq.targets[0]) - 1
+
+
 def _shared_key(seq: Sequence) -> bytes | None:
     """The tokens before ``seq``'s first scored position, as bytes (None when fewer than :data:`MIN_SHARED`)."""
-    if not seq.tokens or int(seq.targets[0]) - 1 < MIN_SHARED:
+    if not seq.tokens or _prefix(seq) < MIN_SHARED:
         return None
-    return seq.input_ids[: int(seq.targets[0]) - 1].numpy().tobytes()
+    return seq.input_ids[: _prefix(seq)].numpy().tobytes()
 
 
 def packed_rows(seqs: list[Sequence], share: bool = True) -> list[tuple[int, list[int]]]:
@@ -287,12 +292,14 @@ def packed_rows(seqs: list[Sequence], share: bool = True) -> list[tuple[int, lis
             continue
         if key is not None:
             where[key] = len(rows)
-        rows.append((int(seq.targets[0]) - 1 if key is not None else 0, [i]))
+        rows.append((_prefix(seq) if key is not None else 0, [i]))
     return [(prefix if len(members) > 1 else 0, members) for prefix, members in rows]
 
 
-def _row_length(seqs: list[Sequence], prefix: int, members: list[int]) -> int:
-    return prefix + sum(len(seqs[i].input_ids) - prefix for i in members)
+def _packed_length(members: list[Sequence]) -> int:
+    """Tokens of the row that ``members`` (sequences of one shared prefix, or one sequence) make: the prefix once."""
+    prefix = _prefix(members[0]) if len(members) > 1 else 0
+    return prefix + sum(len(s.input_ids) - prefix for s in members)
 
 
 def token_batches(seqs: list[Sequence], budget: int, share: bool = True) -> list[list[Sequence]]:
@@ -318,18 +325,13 @@ def token_batches(seqs: list[Sequence], budget: int, share: bool = True) -> list
         keys[id(seq)] = key if key is not None else id(seq)
         families.setdefault(keys[id(seq)], []).append(seq)
     ordered = [sorted(family, key=lambda s: -len(s.input_ids)) for family in families.values()]
-
-    def packed(family: list[Sequence]) -> int:
-        prefix = int(family[0].targets[0]) - 1 if len(family) > 1 else 0
-        return prefix + sum(len(s.input_ids) - prefix for s in family)
-
-    ordered.sort(key=lambda family: -packed(family))
+    ordered.sort(key=lambda family: -_packed_length(family))
     groups: list[list[Sequence]] = []
     rows: dict[Any, int] = {}  # the current group's rows: their lengths by key
     for seq in (s for family in ordered for s in family):
         key, length = keys[id(seq)], len(seq.input_ids)
         if key in rows:  # a second sequence of a family joins its row: its rest only
-            length = rows[key] + length - (int(seq.targets[0]) - 1)
+            length = rows[key] + length - _prefix(seq)
         widest = max([length, *rows.values()])
         if groups and (len(rows) + (key not in rows)) * bucket(widest) <= budget:
             groups[-1].append(seq)

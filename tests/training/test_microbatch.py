@@ -107,9 +107,12 @@ def test_token_batches_fit_the_budget_and_take_every_episode_once(rollouts: list
     seqs = [to_sequence(r.episode, [1.0] * len(r.episode.token_ids)) for r in rollouts]
     longest = bucket(max(len(s.input_ids) for s in seqs))
 
+    def row_tokens(group: list[Any], prefix: int, members: list[int]) -> int:  # the prefix once, then each rest
+        return prefix + sum(len(group[i].input_ids) - prefix for i in members)
+
     def cost(group: list[Any]) -> int:  # what the pass pads to: rows × the longest row, bucketed
         rows = packed_rows(group, share)
-        return len(rows) * bucket(max(p + sum(len(group[i].input_ids) - p for i in m) for p, m in rows))
+        return len(rows) * bucket(max(row_tokens(group, p, m) for p, m in rows))
 
     for budget in (1, longest, 2 * longest, 100 * longest):
         groups = token_batches(seqs, budget, share)
@@ -119,10 +122,9 @@ def test_token_batches_fit_the_budget_and_take_every_episode_once(rollouts: list
     assert len(token_batches(seqs, 2 * longest, share)) < len(seqs)
     # one pass of all six: two rows of a prompt and three rests each, or six rows of whole episodes
     whole = token_batches(seqs, 100 * longest, share)[0]
-    shared = sum(p * (len(m) - 1) for p, m in packed_rows(whole, share))
-    assert sum(len(s.input_ids) for s in seqs) - shared == sum(
-        p + sum(len(whole[i].input_ids) - p for i in m) for p, m in packed_rows(whole, share)
-    )
+    rows = packed_rows(whole, share)
+    shared = sum(p * (len(m) - 1) for p, m in rows)
+    assert sum(len(s.input_ids) for s in seqs) - shared == sum(row_tokens(whole, p, m) for p, m in rows)
     assert (shared > 0) == share
 
 
