@@ -31,10 +31,16 @@ from sparring.containers.engines import engine_hosts
 from sparring.envs.search.rewards import SearchRewards
 from sparring.envs.swe.rewards import SWERewards
 
-__all__ = ["GAMES", "PRESETS_DIR", "TrainConfig", "config_help", "load_config", "presets", "reward_settings"]
+__all__ = [
+    "GAMES", "JUDGE_TEACHERS", "PRESETS_DIR", "TrainConfig", "config_help", "load_config", "presets", "reward_settings",
+]
 
 #: Games the trainer plays (each has a proposer and a solver role).
 GAMES = ("search", "swe")
+#: The scripted solvers whose attempts the warm start's judge demonstrations judge besides the demonstrator's,
+#: per game (``warm_start_judge_teachers``): search ones of lower skill that fail often in their own ways (held-out
+#: EM in docs/experiments.md), SWE ones that never solve (the demonstrator, the oracle, always does).
+JUDGE_TEACHERS = {"search": ("definition-search", "retrieval-floor"), "swe": ("decoy-fix", "do-nothing")}
 #: Folder of the YAML presets.
 PRESETS_DIR = Path(__file__).parent / "presets"
 
@@ -209,6 +215,14 @@ class TrainConfig:
     """Judge demonstrations per game in the warm start when ``judge_episodes`` > 0, at most: the warm start's
     solver episodes, both outcomes alike, judged by a scripted judge handed their real outcome. Each is a prompt
     of about 700 tokens (search) with one call as its answer."""
+    warm_start_judge_teachers: list[str] | None = None
+    """Scripted solvers (``sparring eval`` names) whose attempts the judge demonstrations judge besides the warm
+    start's own demonstrator's, each playing at most ``warm_start_judge_demos`` of the same tasks; a game takes the
+    names that play it, but its demonstrator. None: each game's :data:`JUDGE_TEACHERS`; empty
+    (``warm_start_judge_teachers=``): the demonstrator's attempts only. The demonstrator fails rarely (search: 41 of
+    480 in cpu-learn's warm start) or never (SWE's oracle), so alone it leaves the judge few failed attempts or none;
+    each source is sampled half solved, half failed where it can be, so that no solver's style gives the verdict
+    away."""
     warm_start_epochs: int = 2
     """Passes over the warm-start demonstrations."""
     warm_start_batch: int = 8
@@ -299,11 +313,12 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     optional = (isinstance(hint, types.UnionType) or origin is typing.Union) and len(args) == 1
     if optional:
-        if value is None or (isinstance(value, str) and value.lower() in {"none", "null", ""}):
+        empty_list = value == "" and typing.get_origin(args[0]) is list  # `key=` is the empty list, not None
+        if value is None or (isinstance(value, str) and value.lower() in {"none", "null", ""} and not empty_list):
             return None
         return _coerce(key, value, args[0])
     if origin is list:
-        items = value.split(",") if isinstance(value, str) else value
+        items = [i for i in value.split(",") if i.strip()] if isinstance(value, str) else value
         if not isinstance(items, list):
             raise SparringError(f"config key {key!r} takes a list (a,b or a YAML list), not {value!r}.")
         return [
@@ -399,6 +414,16 @@ def _check(config: TrainConfig) -> None:
                 f"config key {good!r} ({getattr(config, good)}) must be above {bad!r} ({getattr(config, bad)}): "
                 "a correct answer has to pay more than a wrong one."
             )
+    if config.warm_start_judge_teachers:
+        from sparring.agents.evaluation.specs import SCRIPTED
+
+        for name in config.warm_start_judge_teachers:
+            if name not in SCRIPTED or not SCRIPTED[name][1] & set(config.games):
+                solvers = sorted(n for n, (_, plays) in SCRIPTED.items() if plays & set(config.games))
+                raise SparringError(
+                    f"warm_start_judge_teachers names {name!r}, which is no scripted solver of "
+                    f"{', '.join(config.games)}; use some of {', '.join(solvers)}."
+                )
     if config.async_rollouts and config.max_staleness < 1:  # the overlapped episodes are one version old by design
         raise SparringError(
             "async_rollouts=true trains on episodes played during the previous update, one weights version old, so it "

@@ -22,11 +22,14 @@ import numpy as np
 from sparring.agents.chat import ChatFormat, append_tokens
 from sparring.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
 from sparring.envs.core import Episode
-from sparring.training.config import TrainConfig
+from sparring.training.config import JUDGE_TEACHERS, TrainConfig
 from sparring.training.game import GAMES, end_reason, solved
 from sparring.training.judging import sample_for_judging, scripted_judgement
 
-__all__ = ["DemoStats", "demonstrations", "judge_demonstrations", "tokenize_episode", "validator_demonstrations"]
+__all__ = [
+    "DemoStats", "demonstrations", "judge_demonstrations", "judge_teachers", "tokenize_episode",
+    "validator_demonstrations",
+]
 
 
 @dataclass
@@ -97,12 +100,15 @@ def validator_demonstrations(tokenizer: Any, proposer_episodes: list[Episode]) -
 
 
 def judge_demonstrations(
-    config: TrainConfig, chat: ChatFormat, solvers: list[Episode], count: int, rng: np.random.Generator
+    config: TrainConfig, chat: ChatFormat, sources: list[list[Episode]], count: int, rng: np.random.Generator
 ) -> tuple[list[Episode], int]:
-    """Judge demonstrations over the warm start's solver episodes, both outcomes alike: right by construction.
+    """Judge demonstrations over solver attempts of both outcomes: right by construction.
 
-    A scripted judge is handed each judged episode's real outcome as its verdict and, per turn, the rule of
-    :func:`~sparring.training.judging.scripted_judgement` (a search turn that newly retrieved the gold entry is
+    ``sources`` are the attempts of different solvers (the warm start's demonstrator first, then
+    ``warm_start_judge_teachers``). Each gives an equal share of ``count``, half solved and half failed where it
+    holds both (:func:`~sparring.training.judging.sample_for_judging`), so that a verdict cannot be read off a
+    solver's style. A scripted judge is handed each judged attempt's real outcome as its verdict and, per turn, the
+    rule of :func:`~sparring.training.judging.scripted_judgement` (a search turn that newly retrieved the gold entry is
     good; the submission is good when it solved, bad when not; the rest neutral). It plays them through the judge
     env like any role, and a judgement is kept only when the env took it as valid with that verdict.
 
@@ -113,12 +119,15 @@ def judge_demonstrations(
 
     from sparring.agents.demonstrators import KnownJudgementAgent
 
-    finished = [ep for ep in solvers if end_reason(ep) in ("done", "turn_limit") and ep.turns]
+    finished = [[ep for ep in source if end_reason(ep) in ("done", "turn_limit") and ep.turns] for source in sources]
+    finished = [source for source in finished if source]
     if not finished or count <= 0:
         return [], 0
-    game = GAMES[finished[0].domain]
-    labels = [solved(ep) for ep in finished]
-    picked = [finished[i] for i in sample_for_judging(labels, count, rng)]
+    game = GAMES[finished[0][0].domain]
+    picked: list[Episode] = []
+    for k, source in enumerate(finished):
+        share = count // len(finished) + (k < count % len(finished))
+        picked += [source[i] for i in sample_for_judging([solved(ep) for ep in source], share, rng)]
     tasks = [game.judge_task(ep) for ep in picked]
     right = {
         str(task["id"]): scripted_judgement(ep, solved(ep), game.gold_turns)
@@ -133,6 +142,37 @@ def judge_demonstrations(
     kept = [tokenize_episode(chat, ep, tools) for ep in played
             if ep.outcome.get("valid") and ep.outcome.get("verdict") == right[ep.task_id][0]]  # fmt: skip
     return kept, len(played)
+
+
+def judge_teachers(config: TrainConfig, domain: str) -> list[str]:
+    """The scripted solvers (by ``sparring eval`` name) whose attempts at ``domain`` the judge demonstrations judge
+    besides the demonstrator's (``warm_start_judge_teachers``: None gives the game's :data:`JUDGE_TEACHERS`), the
+    demonstrator itself left out."""
+    from sparring.agents.evaluation.specs import SCRIPTED
+
+    given = config.warm_start_judge_teachers
+    names = list(JUDGE_TEACHERS[domain]) if given is None else [n for n in given if domain in SCRIPTED[n][1]]
+    demonstrator = config.search_teacher if domain == "search" else "oracle"  # its attempts are a source already
+    return [n for n in dict.fromkeys(names) if n != demonstrator]
+
+
+def _teacher_attempts(
+    config: TrainConfig, domain: str, env_id: str, make: Callable[[], Any], seeds: np.ndarray
+) -> list[list[Episode]]:
+    """Each of :func:`judge_teachers`' attempts at the demonstrator's first ``warm_start_judge_demos`` tasks (by
+    their seeds): enough for its share of the judge demonstrations, both outcomes where it has them."""
+    from sparring.agents.evaluation.specs import SCRIPTED
+
+    attempts = []
+    for name in judge_teachers(config, domain):
+
+        def player(spec: EpisodeSpec, agent: type = SCRIPTED[name][0]) -> Any:
+            return agent()
+
+        runner = EpisodeRunner(player, RunnerConfig(config.concurrency, progress=False))
+        specs = [EpisodeSpec(make, seed=int(s), env_id=env_id) for s in seeds[: config.warm_start_judge_demos]]
+        attempts.append(runner.run(specs))
+    return attempts
 
 
 def _proposal_ok(episode: Episode) -> bool:
@@ -241,7 +281,8 @@ def demonstrations(
         stats.failed[f"{domain}/{role}"] = why
         kept += good
         if role == "solver" and config.judge_episodes > 0:  # the judge learns from this game's attempts, both outcomes
-            judges, n_played = judge_demonstrations(config, chat, played, config.warm_start_judge_demos, rng)
+            sources = [played] + _teacher_attempts(config, domain, env_id, make, seeds[:count])
+            judges, n_played = judge_demonstrations(config, chat, sources, config.warm_start_judge_demos, rng)
             stats.played[f"{domain}/judge"], stats.kept[f"{domain}/judge"] = n_played, len(judges)
             kept += judges
         if validating:

@@ -367,6 +367,10 @@ def _rollouts(state: IterationState) -> tuple[list[Rollout], dict[str, float]]:
             scored = [r.reward for r in mine if not r.masked]
             stats[f"{role.name}/reward_mean"] = float(np.mean(scored)) if scored else 0.0
             stats[f"{role.name}/turns_mean"] = float(np.mean([len(ep.turns) for ep in eps]))
+            # the input of turn credit (a judge's assessments, the game's turn signal): 0 unless one is configured
+            turns = [x for r in mine if not r.masked for x in r.turn_rewards]
+            stats[f"{role.name}/turn_reward_mean"] = float(np.mean(turns)) if turns else 0.0
+            stats[f"{role.name}/rewarded_turn_share"] = float(np.mean([x != 0 for x in turns])) if turns else 0.0
             for reason in END_REASONS:
                 stats[f"{role.name}/end/{reason}"] = sum(end_reason(ep) == reason for ep in eps)
     return rollouts, stats

@@ -11,13 +11,15 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from sparring import SparringError
 from sparring.agents.chat import ChatFormat
 from sparring.agents.demonstrators import DefinitionMatchAgent, DefinitionProposerAgent, KnownJudgementAgent
 from sparring.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
 from sparring.agents.scripted import ReplayAgent, _call
 from sparring.envs.core import Episode
+from sparring.training import demos as demos_module
 from sparring.training.config import load_config
-from sparring.training.demos import judge_demonstrations
+from sparring.training.demos import demonstrations, judge_demonstrations, judge_teachers
 from sparring.training.game import GAMES, ReplayBuffer, Rollout, play_iteration, solved
 from sparring.training.judging import judge_rewards, judge_stats, sample_for_judging
 from sparring.training.metrics import read_log
@@ -160,6 +162,9 @@ def test_the_gold_retrieval_turn_reward_pays_the_search_that_found_the_entry(cor
         labels = GAMES["search"].gold_turns(r.episode)  # type: ignore[misc]
         assert r.turn_rewards == [0.3 if label else 0.0 for label in labels]
     assert any(any(r.turn_rewards) for r in result.rollouts)
+    turns = [x for r in result.rollouts if r.role == "solver" for x in r.turn_rewards]  # and what the run logs of them
+    assert result.stats["solver/rewarded_turn_share"] == pytest.approx(sum(x == 0.3 for x in turns) / len(turns))
+    assert result.stats["solver/turn_reward_mean"] == pytest.approx(sum(turns) / len(turns)) and sum(turns) > 0
 
 
 @pytest.mark.docker
@@ -195,7 +200,7 @@ def test_scripted_judge_demonstrations_are_right_by_construction(corpus: Any, sm
         [EpisodeSpec(make, seed=s) for s in range(8)]
     )
     config = load_config(None, ["games=search", "judge_episodes=4"])
-    demos, n = judge_demonstrations(config, ChatFormat(smol_tokenizer), played, 8, np.random.default_rng(0))
+    demos, n = judge_demonstrations(config, ChatFormat(smol_tokenizer), [played], 8, np.random.default_rng(0))
     assert n == 8 and len(demos) == 8
     by_task = {GAMES["search"].judge_task(ep)["id"]: ep for ep in played}
     verdicts = []
@@ -209,6 +214,72 @@ def test_scripted_judge_demonstrations_are_right_by_construction(corpus: Any, sm
         assert words[-1] == ("good" if solved(ep) else "bad")
         assert sum(demo.action_mask) > 0 and set(demo.token_turn) == {-1, 0}
     assert set(verdicts) == {"solved", "not solved"}
+
+
+def test_each_solvers_attempts_give_an_equal_share_of_judge_demonstrations_both_outcomes_alike(
+    corpus: Any, smol_tokenizer: Any
+) -> None:
+    """The demonstrator solves nearly everything; a second source of attempts (half right, half blind) gives the
+    failed ones, and each source is sampled half solved, half failed: the verdict is not its solver's style."""
+    make = lambda: gym.make("sparring/SearchAnswer-v0", max_turns=3)  # noqa: E731
+    specs = [EpisodeSpec(make, seed=s) for s in range(16)]  # other tasks for each: an attempt's judge task is its id
+    matcher = EpisodeRunner(lambda spec: DefinitionMatchAgent(), RunnerConfig(concurrency=4, progress=False)).run(
+        specs[:8]
+    )
+    mixed = EpisodeRunner(_agents(False), RunnerConfig(concurrency=1, progress=False)).run(specs[8:])
+    config = load_config(None, ["games=search", "judge_episodes=4"])
+    demos, n = judge_demonstrations(config, ChatFormat(smol_tokenizer), [matcher, mixed], 8, np.random.default_rng(1))
+    assert n == 8 and len(demos) == 8
+    source = {GAMES["search"].judge_task(ep)["id"]: (k, solved(ep)) for k, eps in enumerate((matcher, mixed))
+              for ep in eps}  # fmt: skip
+    drawn = [source[demo.task_id] for demo in demos]
+    assert [k for k, _ in drawn].count(0) == 4 and [k for k, _ in drawn].count(1) == 4
+    mixed_labels = [solved(ep) for ep in mixed]
+    assert 2 <= sum(mixed_labels) <= 6  # the blind half fails, the matcher's half solves (nearly always)
+    assert sorted(label for k, label in drawn if k == 1) == [False, False, True, True]
+    for demo in demos:  # right by construction, whichever solver played the attempt
+        assert demo.outcome["verdict"] == ("solved" if source[demo.task_id][1] else "not solved")
+
+
+def test_the_warm_start_judges_the_teachers_attempts_at_the_demonstrators_tasks(
+    corpus: Any, smol_tokenizer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``demonstrations`` hands the judge demonstrations the demonstrator's attempts, then each default teacher's at
+    the demonstrator's first ``warm_start_judge_demos`` tasks; ``warm_start_judge_teachers=`` leaves the first only."""
+    seen: list[list[list[Episode]]] = []
+    real = demos_module.judge_demonstrations
+
+    def spy(config: Any, chat: Any, sources: list[list[Episode]], count: int, rng: Any) -> Any:
+        seen.append(sources)
+        return real(config, chat, sources, count, rng)
+
+    monkeypatch.setattr(demos_module, "judge_demonstrations", spy)
+    base = ["games=search", "judge_episodes=2", "warm_start_episodes=6", "warm_start_proposer_episodes=0",
+            "warm_start_validator_demos=0", "warm_start_judge_demos=4", "search_max_turns=3"]  # fmt: skip
+    policy = type("Policy", (), {"tokenizer": smol_tokenizer})()
+    kept, stats = demonstrations(load_config(None, base), policy, np.random.default_rng(0))
+    (sources,) = seen
+    assert [len(s) for s in sources] == [6, 4, 4] and judge_teachers(load_config(None, base), "search") == [
+        "definition-search", "retrieval-floor"]  # fmt: skip
+    for teacher in sources[1:]:  # the same tasks as the demonstrator's first four, played by another solver
+        assert [ep.task_id for ep in teacher] == [ep.task_id for ep in sources[0][:4]]
+    assert [ep.turns[0].action for ep in sources[2]] != [ep.turns[0].action for ep in sources[0][:4]]  # the question
+    assert stats.played["search/judge"] == 4 and sum(ep.role == "judge" for ep in kept) == stats.kept["search/judge"]
+    seen.clear()
+    demonstrations(load_config(None, [*base, "warm_start_judge_teachers="]), policy, np.random.default_rng(0))
+    assert [len(s) for s in seen[0]] == [6]
+
+
+def test_judge_teachers_are_checked_against_the_games_scripted_solvers() -> None:
+    config = load_config(None, ["games=search,swe", "warm_start_judge_teachers=retrieval-floor,decoy-fix,oracle"])
+    assert judge_teachers(config, "search") == ["retrieval-floor", "oracle"]
+    assert judge_teachers(config, "swe") == ["decoy-fix"]  # the oracle is SWE's demonstrator: a source already
+    assert judge_teachers(load_config(None, ["games=swe"]), "swe") == ["decoy-fix", "do-nothing"]
+    assert load_config(None, ["warm_start_judge_teachers="]).warm_start_judge_teachers == []
+    with pytest.raises(SparringError, match="'decoy-fix', which is no scripted solver of search; use some of"):
+        load_config(None, ["games=search", "warm_start_judge_teachers=decoy-fix"])
+    with pytest.raises(SparringError, match="'never-solved', which is no scripted solver"):  # a judge, not a solver
+        load_config(None, ["games=swe", "warm_start_judge_teachers=never-solved"])
 
 
 @pytest.mark.slow
