@@ -245,7 +245,7 @@ def test_the_warm_start_judges_the_teachers_attempts_at_the_demonstrators_tasks(
     corpus: Any, smol_tokenizer: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``demonstrations`` hands the judge demonstrations the demonstrator's attempts, then each default teacher's at
-    the demonstrator's first ``warm_start_judge_demos`` tasks; ``warm_start_judge_teachers=`` leaves the first only."""
+    the demonstrator's first ``warm_start_judge_demos`` tasks; ``warm_start_judge_teachers=`` names none."""
     seen: list[list[list[Episode]]] = []
     real = demos_module.judge_demonstrations
 
@@ -265,9 +265,7 @@ def test_the_warm_start_judges_the_teachers_attempts_at_the_demonstrators_tasks(
         assert [ep.task_id for ep in teacher] == [ep.task_id for ep in sources[0][:4]]
     assert [ep.turns[0].action for ep in sources[2]] != [ep.turns[0].action for ep in sources[0][:4]]  # the question
     assert stats.played["search/judge"] == 4 and sum(ep.role == "judge" for ep in kept) == stats.kept["search/judge"]
-    seen.clear()
-    demonstrations(load_config(None, [*base, "warm_start_judge_teachers="]), policy, np.random.default_rng(0))
-    assert [len(s) for s in seen[0]] == [6]
+    assert judge_teachers(load_config(None, [*base, "warm_start_judge_teachers="]), "search") == []  # no other source
 
 
 def test_judge_teachers_are_checked_against_the_games_scripted_solvers() -> None:
