@@ -296,12 +296,19 @@ class EpisodeRunner:
             reason = "turn_limit"
         elif cfg.max_seconds is not None and time.perf_counter() - state.started > cfg.max_seconds:
             reason = "time_limit"
-        elif self.mode == "token" and len(ep.token_ids) + cfg.sampling.max_new_tokens > cfg.max_context_tokens:
+        elif self.mode == "token" and len(ep.token_ids) + cfg.sampling.max_new_tokens > self._context_tokens():
             reason = "context_limit"
         if reason:
             ep.truncated = True
             ep.outcome = {"status": reason}
         return reason is not None
+
+    def _context_tokens(self) -> int:
+        """The longest prompt plus turn an episode may reach: ``max_context_tokens``, or less where the generator's
+        engine accepts less (vLLM's ``max_model_len``), so a long episode ends instead of the engine refusing it."""
+        engine = getattr(self.policy, "max_model_len", None)
+        limit = self.config.max_context_tokens
+        return min(limit, engine) if isinstance(engine, int) else limit
 
     def _start(self, state: _Live) -> None:
         if self.mode == "scripted":

@@ -67,7 +67,10 @@ class VLLMGenerator:
         tokenizer: The tokenizer to expose (None: the project's tokenizer of ``model``), so episodes are
             written with the same chat template as the trainer's.
         dtype: Weights of the engine (``bfloat16`` by default; ``float32`` for an exact comparison).
-        max_model_len: The longest prompt plus continuation the engine accepts.
+        max_model_len: The longest prompt plus continuation the engine accepts (at most the model's own
+            ``max_position_embeddings``: a larger value is lowered to it). Kept as :attr:`max_model_len`, which the
+            runner reads: an episode whose next turn would not fit ends with ``context_limit`` instead of the engine
+            refusing the prompt.
         gpu_memory_utilization: Share of GPU memory vLLM may take (leave room for a colocated trainer).
         **engine_args: Further ``vllm.LLM`` arguments.
 
@@ -104,6 +107,10 @@ class VLLMGenerator:
 
         self.name = resolve_model(model)
         self.policy = policy
+        from transformers import AutoConfig
+
+        positions = getattr(AutoConfig.from_pretrained(self.name), "max_position_embeddings", None)
+        self.max_model_len = min(max_model_len, positions) if isinstance(positions, int) else max_model_len
         engine_args.setdefault("enforce_eager", True)  # no graph capture: startup in seconds, not minutes
         # Sleep mode (weights offloaded, KV cache freed while the trainer updates) exists on CUDA only.
         self._sleeps = torch.cuda.is_available()
@@ -123,7 +130,7 @@ class VLLMGenerator:
                 self.llm = LLM(
                     model=self.name,
                     dtype=dtype,  # type: ignore[arg-type]  # checked by the config: bfloat16 or float32
-                    max_model_len=max_model_len,
+                    max_model_len=self.max_model_len,
                     logprobs_mode="processed_logprobs",
                     seed=0,
                     **engine_args,

@@ -195,7 +195,10 @@ def load_policy(
     try:
         if spec.kind == "hf":
             return make_generator("hf", model, device=device)
-        return make_generator("vllm", model)
+        from sparring.agents.runner import RunnerConfig
+
+        # the runner's context (8,192 tokens: SWE prompts outgrow vLLM's 4,096), the model's own limit if lower
+        return make_generator("vllm", model, max_model_len=RunnerConfig.max_context_tokens)
     except OSError as e:  # transformers: no such hub id, no network, a broken folder
         raise SparringError(f"could not load the model {spec.text!r} ({str(e).splitlines()[0][:160]}).") from None
 

@@ -135,3 +135,24 @@ def test_the_rollout_bench_refuses_an_unknown_backend_before_loading_anything() 
 
     with pytest.raises(SparringError, match="unknown backend 'tgi'; use one of: vllm, hf"):
         bench_rollout(backend="tgi")
+
+
+def test_an_episode_whose_prompt_outgrows_the_engines_context_ends_at_the_limit_instead_of_failing(
+    engines: tuple[Any, Any],
+) -> None:
+    """The runner's own context limit (8,192 in evaluation) was larger than the engine's (4,096): a SWE judge prompt of
+    6,198 tokens reached vLLM, which refused it, and the whole evaluation died. The engine's limit now bounds it."""
+    import gymnasium as gym
+
+    from sparring.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
+
+    _, vllm = engines
+    assert vllm.max_model_len == 1024  # as asked: SmolLM2's own limit (8,192 positions) is higher
+    task = {"id": "long", "domain": "search", "statement": "Which word means a very long text? " * 120,
+            "turns": [{"action": "<answer>essay</answer>", "observation": ""}], "final": "essay"}  # fmt: skip
+    config = RunnerConfig(concurrency=1, sampling=SamplingParams(temperature=0.0, max_new_tokens=16),
+                          max_context_tokens=8192, progress=False)  # fmt: skip
+    make = lambda: gym.make("sparring/SearchJudge-v0")  # noqa: E731
+    (episode,) = EpisodeRunner(vllm, config).run([EpisodeSpec(make, seed=0, options={"task": task})])
+    assert len(episode.token_ids) > 1024 and episode.error is None
+    assert episode.truncated and episode.outcome["status"] == "context_limit" and not episode.turns
