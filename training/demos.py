@@ -152,8 +152,7 @@ def judge_teachers(config: TrainConfig, domain: str) -> list[str]:
 
     given = config.warm_start_judge_teachers
     names = list(JUDGE_TEACHERS[domain]) if given is None else [n for n in given if domain in SCRIPTED[n][1]]
-    demonstrator = config.search_teacher if domain == "search" else "oracle"  # its attempts are a source already
-    return [n for n in dict.fromkeys(names) if n != demonstrator]
+    return [n for n in dict.fromkeys(names) if n != _demonstrator(config, domain)]  # its attempts are a source
 
 
 def _teacher_attempts(
@@ -189,16 +188,21 @@ def _stored_bugs(split: str = "train") -> dict[str, list[dict[str, Any]]]:
     return bugs
 
 
+def _demonstrator(config: TrainConfig, domain: str) -> str:
+    """The scripted solver (by ``sparring eval`` name) whose successful attempts are ``domain``'s solver
+    demonstrations: search's ``search_teacher``, SWE's oracle."""
+    return config.search_teacher if domain == "search" else "oracle"
+
+
 def _plans(config: TrainConfig, policy: Any) -> list[tuple[str, str, str, Callable[[Any], Any], dict, Callable]]:
     """(game, role, env id, agent factory, env kwargs, success test) of every role to demonstrate."""
     from sparring.agents.demonstrators import DefinitionProposerAgent, StoredBugAgent
     from sparring.agents.evaluation.specs import SCRIPTED
-    from sparring.agents.scripted import OracleAgent
 
     plans: list[tuple[str, str, str, Callable[[Any], Any], dict[str, Any], Callable[[Episode], bool]]] = []
     if "search" in config.games:
         game = GAMES["search"]
-        teacher = SCRIPTED[config.search_teacher][0]  # the scripted agent `sparring eval` knows by that name
+        teacher = SCRIPTED[_demonstrator(config, "search")][0]  # the scripted agent `sparring eval` knows by that name
         plans.append(("search", "solver", game.solver_env, lambda spec: teacher(), {}, solved))
         # validated by grounding (the seed answer in a retrieved document), not by the policy: the model
         # the warm start begins from cannot answer yet (untrained SmolLM2 copied the prompt's example for
@@ -209,7 +213,8 @@ def _plans(config: TrainConfig, policy: Any) -> list[tuple[str, str, str, Callab
         )
     if "swe" in config.games:
         game = GAMES["swe"]
-        plans.append(("swe", "solver", game.solver_env, lambda spec: OracleAgent(), {}, solved))
+        oracle = SCRIPTED[_demonstrator(config, "swe")][0]
+        plans.append(("swe", "solver", game.solver_env, lambda spec: oracle(), {}, solved))
         bugs = _stored_bugs()
         if bugs:
             repos = sorted(bugs)
