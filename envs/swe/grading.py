@@ -30,12 +30,8 @@ each of which stops its class of attack on its own:
    detects the runner (through anything: a denylist of reads cannot be complete) fails there.
 5. **Bounded by the clean suite's time**: the run may take :func:`grade_time_limit` of the time
    the original code's run took when validation graded it (a multiple plus a constant), so a
-   repair that hangs costs a container for seconds, not the whole test timeout. A run past that
-   bound is run once more, in another fresh container, with :data:`GRADE_RETRY_FACTOR` times the
-   time (at most the test timeout): the bound was measured on one machine's load and the grade on
-   another's, and a correct repair on a loaded machine must not be graded as a hang (the run must
-   still end honestly with every test passing, so the second run grants nothing else). Past the
-   second bound the grade is ``status == "timeout"``; a hang costs three bounds at most.
+   repair that hangs costs a container for seconds, not the whole test timeout; past it the grade
+   is ``status == "timeout"``.
 
 Solved only if the run ended honestly and every expected test id is present and passes, and the
 plain run ended honestly with every FAIL_TO_PASS test passing. Nothing
@@ -49,7 +45,6 @@ import io
 import posixpath
 import tarfile
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -58,7 +53,6 @@ from sparring.envs.swe.capabilities import added_uses, load_capabilities
 from sparring.envs.swe.carry import CarryPlan, carry_plan, protected_paths
 from sparring.envs.swe.harness import HONEST_STATUSES, harness_run, pytest_ini
 from sparring.envs.swe.runs import BUG_DIR, BUGGY, GIT, MAX_TARGET_IDS, WEAKENED, _q, _tar, prepare_state
-from sparring.envs.swe.testing import TestRun
 
 __all__ = [
     "PER_TEST_TIMEOUT",
@@ -89,11 +83,13 @@ SOLVER_COMMIT = "Initial commit"
 PER_TEST_TIMEOUT = 30.0
 
 #: The grading run's time limit: this many times the clean suite's measured run time, plus
-#: :data:`GRADE_TIME_MARGIN` seconds (for a loaded machine and the harness's own start).
-GRADE_TIME_FACTOR = 5.0
-GRADE_TIME_MARGIN = 30.0
-#: A run that outlasted its bound is run once more with this many times the bound (module docstring, layer 5).
-GRADE_RETRY_FACTOR = 2.0
+#: :data:`GRADE_TIME_MARGIN` seconds (for a loaded machine and the harness's own start). The bound is
+#: measured under validation's load and applied under grading's: at 5 × plus 30 s a correct repair was
+#: graded as a hang at a load of 12 on 2 cores (schema's oracle fix, 69 s against 65 s). Twice that
+#: is one run with room for such a load; a second run after a timeout would give the same room at
+#: more cost, and a second random draw to any repair that can time itself out on a bad one.
+GRADE_TIME_FACTOR = 10.0
+GRADE_TIME_MARGIN = 60.0
 
 
 def grade_time_limit(clean_seconds: float | None, ceiling: float) -> float:
@@ -221,10 +217,7 @@ class GradeResult:
         error: Why the repair produced no trustworthy results, or None.
         seconds: Wall time of grading.
         test_seconds: Seconds the test run took (0 when nothing ran).
-        time_limit: Seconds the test run was allowed (:func:`grade_time_limit`; the second bound
-            when the first run outlasted it).
-        rerun_after_timeout: The runs (``graded``, ``plain``) that outlasted their bound and ran
-            once more with :data:`GRADE_RETRY_FACTOR` times the time (module docstring, layer 5).
+        time_limit: Seconds the test run was allowed (:func:`grade_time_limit`).
         plain_status: Status of the plain run of the FAIL_TO_PASS tests (module docstring, layer
             4); empty when it did not run (the grading run did not pass).
         plain_failing: FAIL_TO_PASS tests that did not pass in the plain run (test id -> status,
@@ -244,7 +237,6 @@ class GradeResult:
     seconds: float = 0.0
     test_seconds: float = 0.0
     time_limit: float = 0.0
-    rerun_after_timeout: list[str] = field(default_factory=list)
     plain_status: str = ""
     plain_failing: dict[str, str] = field(default_factory=dict)
     plain_seconds: float = 0.0
@@ -353,15 +345,28 @@ def grade_repair(
         result.missing = list(expected)
         result.seconds = round(time.perf_counter() - t0, 3)
         return result
-    config, run, limit, again = _bounded(
-        lambda bound: _graded_run(pool, artifact, plan, expected, bound, per_test_timeout), limit, timeout
-    )
-    result.time_limit, result.rerun_after_timeout = limit, ["graded"] if again else []
-    if run is None:  # whatever the solver's files did to the grading, it is their failure
-        result.status, result.error = "error", f"the repair could not be applied or run: {config}"[:500]
-        result.missing = list(expected)
-        result.seconds = round(time.perf_counter() - t0, 3)
-        return result
+    sandbox = pool.acquire()
+    try:
+        _bug_state(sandbox, artifact)
+        # read before anything of the solver's is in: the options are the repository's own
+        config = pytest_ini(sandbox, artifact.test_files)
+        try:
+            apply_changes(sandbox, artifact, plan)
+            run = harness_run(
+                sandbox,
+                artifact.test_files,
+                expected=expected,
+                timeout=limit,
+                config=config,
+                test_timeout=per_test_timeout,
+            )
+        except Exception as e:  # whatever the solver's files did to the grading, it is their failure
+            result.status, result.error = "error", f"the repair could not be applied or run: {e}"[:500]
+            result.missing = list(expected)
+            result.seconds = round(time.perf_counter() - t0, 3)
+            return result
+    finally:
+        sandbox.close()
     honest = run.status in HONEST_STATUSES
     result.status, result.test_seconds = run.status, round(run.seconds, 3)
     result.error = None if honest else run.detail
@@ -371,7 +376,7 @@ def grade_repair(
     result.solved = bool(expected) and honest and not result.missing and not result.failing
     targets = list(expected if fail_to_pass is None else fail_to_pass)
     if targets and (result.solved or plain_always):
-        _plain_grade(pool, artifact, plan, config, targets, (limit, timeout), result)
+        _plain_grade(pool, artifact, plan, config, targets, limit, result)
         if result.solved and result.plain_failing:  # a test failure, as the grading run's would be
             result.solved, result.passed = False, result.passed - len(result.plain_failing)
             result.failing = {t: f"{s} when run plainly" for t, s in result.plain_failing.items()}
@@ -379,79 +384,25 @@ def grade_repair(
     return result
 
 
-def _bounded(
-    attempt: Callable[[float], tuple[str, TestRun | None]], limit: float, ceiling: float
-) -> tuple[str, TestRun | None, float, bool]:
-    """``attempt(limit)``, and once more with :data:`GRADE_RETRY_FACTOR` times the bound (at most ``ceiling``) if its
-    run outlasted a bound below the ceiling (module docstring, layer 5): ``(what, run, last bound, ran again)``."""
-    what, run = attempt(limit)
-    if run is None or run.status != "timeout" or limit >= ceiling:
-        return what, run, limit, False
-    limit = min(ceiling, GRADE_RETRY_FACTOR * limit)
-    what, run = attempt(limit)
-    return what, run, limit, True
-
-
-def _graded_run(
-    pool: Any, artifact: BugArtifact, plan: CarryPlan, expected: list[str], limit: float, per_test_timeout: float
-) -> tuple[str, TestRun | None]:
-    """The grading run in a fresh container: ``(pytest ini, run)``; ``(why, None)`` if the changes did not apply or run.
-
-    Raises:
-        SparringError: No container could be started (the engine, not the solver).
-        RuntimeError: The artifact does not fit the image.
-    """
-    sandbox = pool.acquire()
-    try:
-        _bug_state(sandbox, artifact)
-        # read before anything of the solver's is in: the options are the repository's own
-        config = pytest_ini(sandbox, artifact.test_files)
-        try:
-            apply_changes(sandbox, artifact, plan)
-            run = harness_run(
-                sandbox, artifact.test_files, expected=expected, timeout=limit, config=config,
-                test_timeout=per_test_timeout,
-            )  # fmt: skip
-        except Exception as e:  # the solver's files broke the run: its failure, reported by the caller
-            return str(e), None
-    finally:
-        sandbox.close()
-    return config, run
-
-
 def _plain_grade(
-    pool: Any,
-    artifact: BugArtifact,
-    plan: CarryPlan,
-    config: str,
-    targets: list[str],
-    bounds: tuple[float, float],
-    out: GradeResult,
+    pool: Any, artifact: BugArtifact, plan: CarryPlan, config: str, targets: list[str], limit: float, out: GradeResult
 ) -> None:
     """Run ``targets`` in the plain configuration in a fresh container (nothing the first run left is there).
 
-    ``bounds``: the grading run's last bound and the ceiling (:func:`_bounded`). Fills ``out.plain_*``; a failure
-    to apply or run the changes counts as every target failing.
+    Fills ``out.plain_*``; a failure to apply or run the changes counts as every target failing.
     """
-
-    def attempt(limit: float) -> tuple[str, TestRun | None]:
-        sandbox = pool.acquire()
+    sandbox = pool.acquire()
+    try:
         try:
-            try:
-                _bug_state(sandbox, artifact)
-                apply_changes(sandbox, artifact, plan)
-                what = targets if len(targets) <= MAX_TARGET_IDS else artifact.test_files
-                return "", harness_run(sandbox, what, expected=targets, timeout=limit, config=config, plain=True)
-            except Exception as e:  # as for the first run: the solver's files failed the grading
-                return str(e), None
-        finally:
-            sandbox.close()
-
-    error, run, _, again = _bounded(attempt, *bounds)
-    out.rerun_after_timeout += ["plain"] if again else []
-    if run is None:
-        out.plain_status, out.plain_failing = "error", {t: f"error: {error}"[:300] for t in targets}
-        return
+            _bug_state(sandbox, artifact)
+            apply_changes(sandbox, artifact, plan)
+            what = targets if len(targets) <= MAX_TARGET_IDS else artifact.test_files
+            run = harness_run(sandbox, what, expected=targets, timeout=limit, config=config, plain=True)
+        except Exception as e:  # as for the first run: the solver's files failed the grading
+            out.plain_status, out.plain_failing = "error", {t: f"error: {e}"[:300] for t in targets}
+            return
+    finally:
+        sandbox.close()
     out.plain_status, out.plain_seconds = run.status, round(run.seconds, 3)
     if run.status not in HONEST_STATUSES:
         out.plain_failing = {t: f"{run.status}: {run.detail}"[:300] for t in targets}

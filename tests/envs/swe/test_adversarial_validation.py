@@ -22,11 +22,10 @@ from typing import Any
 
 import pytest
 
-from sparring.envs.swe import grading
 from sparring.envs.swe.bugs.artifact import BugArtifact, file_diff
 from sparring.envs.swe.bugs.store import weaken_tests
 from sparring.envs.swe.carry import carry_plan
-from sparring.envs.swe.grading import GRADE_RETRY_FACTOR, GRADE_TIME_MARGIN, SolverChanges, grade_time_limit
+from sparring.envs.swe.grading import GRADE_TIME_MARGIN, SolverChanges, grade_time_limit
 from sparring.envs.swe.tasks import repair_task
 from sparring.envs.swe.validation import ValidationResult, validate_artifact
 from tests.envs.swe.bugs import (  # noqa: F401
@@ -203,40 +202,18 @@ def test_a_bug_off_in_the_solvers_tree_is_refused(key: str, pool: Any, files: di
 def test_a_repair_that_hangs_at_import_is_cut_at_the_clean_suites_bound(
     good: tuple[ValidationResult, dict[str, Any]],
     files: dict[str, str],  # noqa: F811
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     result, task = good
     assert result.clean_seconds and task["clean_seconds"] == result.clean_seconds
-    assert grade_time_limit(0.1, 300.0) == 5 * 0.1 + GRADE_TIME_MARGIN  # the rule, with the shipped margin
     # The bound follows the task's clean seconds: a task measured at a tenth of a second waits out the margin
-    # alone instead of the real suite's five times over (a margin of 5 s here, 30 s shipped, to keep the test short).
-    monkeypatch.setattr(grading, "GRADE_TIME_MARGIN", 5.0)
+    # alone (about a minute) instead of the real suite's ten times over, and checks the same rule.
     task = task | {"clean_seconds": 0.1}
     hang = files[SOURCE].replace("import re\n", "import re\nwhile True:\n    pass\n", 1)
     reward, outcome, seconds = _play(task, _call("create", path=SOURCE, content=hang))
     limit = grade_time_limit(0.1, 300.0)
     assert reward == -1.0 and outcome["status"] == "timeout", outcome
-    # past the bound it runs once more with twice the time (a loaded machine), then stops: three bounds in all
-    assert outcome["rerun_after_timeout"] == ["graded"] and outcome["time_limit"] == GRADE_RETRY_FACTOR * limit == 11.0
-    assert seconds < (1 + GRADE_RETRY_FACTOR) * limit + 60, seconds
-
-
-def test_a_correct_repair_slowed_past_the_bound_is_run_again_and_solved(
-    good: tuple[ValidationResult, dict[str, Any]], files: dict[str, str], monkeypatch: pytest.MonkeyPatch  # noqa: F811
-) -> None:
-    """A loaded machine stretches a correct repair's run past the bound measured on a quiet one: the second run
-    (twice the time, a fresh container) grades it solved instead of as a hang. The load is played by a sleep at
-    import: 12 s against a bound of 13 s (margin 0, clean seconds 2.6, and the harness's own start) and a second
-    one of 26 s; the plain run has the same rule."""
-    _, task = good
-    monkeypatch.setattr(grading, "GRADE_TIME_MARGIN", 0.0)
-    task = task | {"clean_seconds": 2.6}
-    slow = files[SOURCE].replace("import re\n", "import re\nimport time\ntime.sleep(12)\n", 1)
-    assert ORIGINAL_LINE in slow
-    reward, outcome, _ = _play(task, _call("create", path=SOURCE, content=slow))
-    assert outcome["rerun_after_timeout"][:1] == ["graded"] and outcome["time_limit"] == 26.0, outcome
-    assert reward == 1.0 and outcome["solved"] and outcome["status"] == "passed", outcome
-    assert outcome["plain_status"] == "passed" and 12 < outcome["test_seconds"] < 26, outcome
+    assert outcome["time_limit"] == limit < 300.0 and limit >= GRADE_TIME_MARGIN
+    assert seconds < limit + 60, seconds
 
 
 # ------------------------------------------------------------------------------------ controls
