@@ -92,6 +92,21 @@ GRADE_TIME_FACTOR = 10.0
 GRADE_TIME_MARGIN = 60.0
 
 
+def check_seconds(name: str, value: object, *, optional: bool) -> None:
+    """Raise ValueError (one sentence) unless ``value`` is a number of seconds (or None where ``optional``).
+
+    A task's ``clean_seconds`` and ``per_test_timeout`` bound its grading runs; they come from
+    validation, but a task file or ``options["task"]`` can be edited by hand.
+    """
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(
+            f"{name} must be a number of seconds{' or null' if optional else ''}, not {value!r}; "
+            "regenerate the bug with `sparring bugs generate` or correct the value."
+        )
+
+
 def grade_time_limit(clean_seconds: float | None, ceiling: float) -> float:
     """Seconds a grading run may take: ``GRADE_TIME_FACTOR × clean_seconds + GRADE_TIME_MARGIN``, at most ``ceiling``.
 

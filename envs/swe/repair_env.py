@@ -34,6 +34,7 @@ from sparring.envs.swe.grading import (
     GradeResult,
     SolverChanges,
     changes_between,
+    check_seconds,
     grade_repair,
     setup_solver_repo,
     snapshot,
@@ -108,6 +109,11 @@ class SWERepairEnv(SandboxTools, TextEnv):
     def _begin(self, task: dict[str, Any]) -> str:
         self._release()
         self.last_changes = None
+        try:  # grading's time bounds: checked before any container starts
+            check_seconds(f"task {task['id']}'s clean_seconds", task.get("clean_seconds"), optional=True)
+            check_seconds(f"task {task['id']}'s per_test_timeout", task.get("per_test_timeout"), optional=True)
+        except ValueError as e:
+            raise SparringError(str(e)) from None
         artifact = BugArtifact.from_dict(task["artifact"])
         self._sandbox = self._pools.acquire(task["image"])
         try:
@@ -146,7 +152,7 @@ class SWERepairEnv(SandboxTools, TextEnv):
             changes,
             self.test_timeout,
             clean_seconds=task.get("clean_seconds"),
-            per_test_timeout=task.get("per_test_timeout", PER_TEST_TIMEOUT),
+            per_test_timeout=task.get("per_test_timeout") or PER_TEST_TIMEOUT,
             fail_to_pass=task["fail_to_pass"],
         )
 

@@ -48,7 +48,7 @@ from typing import Any
 
 from sparring.envs.swe.bugs.artifact import BugArtifact, diff_files
 from sparring.envs.swe.carry import code_files
-from sparring.envs.swe.grading import PER_TEST_TIMEOUT, protected_paths
+from sparring.envs.swe.grading import PER_TEST_TIMEOUT, check_seconds, protected_paths
 from sparring.envs.swe.harness import HONEST_STATUSES
 from sparring.envs.swe.integrity import (
     Spacing,
@@ -181,7 +181,9 @@ class ValidationResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ValidationResult:
-        """Inverse of :meth:`to_dict`."""
+        """Inverse of :meth:`to_dict`; ValueError (one sentence) for timing fields that are not numbers."""
+        check_seconds("clean_seconds", data.get("clean_seconds"), optional=True)
+        check_seconds("per_test_timeout", data.get("per_test_timeout", PER_TEST_TIMEOUT), optional=False)
         return cls(**data)
 
 

@@ -248,7 +248,7 @@ class TestTurnSignal:
                 changes,
                 timeout=self.timeout,
                 clean_seconds=self.task.get("clean_seconds"),
-                per_test_timeout=self.task.get("per_test_timeout", PER_TEST_TIMEOUT),
+                per_test_timeout=self.task.get("per_test_timeout") or PER_TEST_TIMEOUT,
             )
             self._last = key, statuses
         return self._last[1]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import json
+import logging
 import shutil
 import time
 from collections.abc import Callable
@@ -30,6 +31,8 @@ from sparring.envs.swe.grading import snapshot
 from sparring.envs.swe.runs import GIT, TestRun, _tar
 from sparring.envs.swe.tasks import repair_task
 from sparring.envs.swe.validation import ValidationConfig, ValidationResult, validate_artifact
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "GenerationReport",
@@ -73,7 +76,11 @@ def load_bugs(repo: str) -> list[tuple[BugArtifact, ValidationResult, str]]:
         except (OSError, ValueError, TypeError):
             continue  # a half-written bug (interrupted generation) is skipped, not fatal
         image = data.pop("image", "")
-        validation = ValidationResult.from_dict(data)
+        try:
+            validation = ValidationResult.from_dict(data)
+        except (ValueError, TypeError) as e:  # a hand-edited validation.json: said, then skipped
+            logger.warning("skipping the bug in %s: its validation.json is malformed (%s)", folder, e)
+            continue
         if validation.valid:
             bugs.append((artifact, validation, image))
     return bugs

@@ -6,6 +6,9 @@ checked against many variants of its class at once (issue 14: design for the cla
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from sparring.envs.swe.bugs.artifact import BugArtifact, file_diff
@@ -248,3 +251,27 @@ def test_a_repository_may_allow_a_capability(tmp_path, monkeypatch: pytest.Monke
     eq = REFUSED["always_equal"].encode()
     assert added_uses("pkg/m.py", eq, None, [], load_capabilities("valueclasses")) == []
     assert added_uses("pkg/m.py", eq, None, [], load_capabilities("inflection"))
+
+
+def test_a_hand_edited_time_bound_is_refused_where_the_bug_is_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bug whose validation.json holds a non-number time bound is skipped with a warning, not graded."""
+    from sparring.envs.swe.bugs.store import bug_store_dir, load_bugs
+    from sparring.envs.swe.grading import grade_time_limit
+    from sparring.envs.swe.validation import ValidationResult
+
+    monkeypatch.setenv("SPARRING_HOME", str(tmp_path))
+    good = {"valid": True, "fail_to_pass": ["t::a"], "clean_seconds": 2.5, "per_test_timeout": 30}
+    bugs = {"a-good": good, "b-text": good | {"clean_seconds": "2.5"}, "c-null": good | {"per_test_timeout": None}}
+    for name, data in bugs.items():
+        _artifact().save(bug_store_dir("demo") / name)
+        (bug_store_dir("demo") / name / "validation.json").write_text(json.dumps(data | {"image": "img"}))
+    with caplog.at_level("WARNING"):
+        loaded = load_bugs("demo")
+    assert [v.clean_seconds for _, v, _ in loaded] == [2.5]
+    assert grade_time_limit(loaded[0][1].clean_seconds, 600) == 85.0
+    assert "clean_seconds must be a number of seconds or null, not '2.5'" in caplog.text
+    assert "per_test_timeout must be a number of seconds, not None" in caplog.text
+    with pytest.raises(ValueError, match="clean_seconds must be"):
+        ValidationResult.from_dict(good | {"clean_seconds": True})

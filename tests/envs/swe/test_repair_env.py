@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from typing import Any
 
@@ -202,6 +203,23 @@ def test_a_bug_that_no_longer_fits_its_image_is_a_clear_error(task: dict[str, An
         with pytest.raises(SparringError, match="regenerate it with `sparring bugs generate --repo inflection`"):
             env.reset(seed=0)
         assert env._sandbox is None  # the container was given back
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("key, value", [("clean_seconds", "12"), ("per_test_timeout", [30])])
+def test_a_task_with_a_time_bound_that_is_not_a_number_is_a_clear_error(
+    task: dict[str, Any], key: str, value: object
+) -> None:
+    from sparring import SparringError
+
+    env = SWERepairEnv(max_turns=2, tasks=[task | {key: value}])
+    try:
+        with pytest.raises(SparringError, match=re.escape(f"{key} must be a number of seconds or null, not {value!r}")):
+            env.reset(seed=0)
+        assert env._sandbox is None  # refused before any container started
+        env.reset(seed=0, options={"task": task})  # the same env goes on with a good task
+        assert env._sandbox is not None
     finally:
         env.close()
 
