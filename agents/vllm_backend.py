@@ -57,6 +57,25 @@ def vllm_available() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
+def _launcher_args() -> dict[str, Any]:
+    """Engine arguments for a rank of a multi-process run (torchrun, ``accelerate launch``); none for one process.
+
+    Each rank runs an engine of its own (tensor parallel size 1) in its process. vLLM's plain in-process executor
+    puts its worker on device 0 whatever the rank, so on CUDA every rank's engine (and the CUDA device of ranks
+    after the first) would land on GPU 0; its ``external_launcher`` executor takes the rank's ``LOCAL_RANK``
+    device and joins the process group the launcher made. vLLM reads ``RANK``, ``LOCAL_RANK`` and ``WORLD_SIZE``
+    from the environment: filled in from the process group where the launcher did not set them.
+    """
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        return {}
+    os.environ.setdefault("RANK", str(dist.get_rank()))
+    os.environ.setdefault("WORLD_SIZE", str(dist.get_world_size()))
+    os.environ.setdefault("LOCAL_RANK", str(dist.get_rank()))  # one node: the rank is the local rank
+    return {"distributed_executor_backend": "external_launcher"}
+
+
 class VLLMGenerator:
     """A vLLM ``LLM`` as a :class:`~sparring.agents.generation.Generator`.
 
@@ -112,6 +131,7 @@ class VLLMGenerator:
         positions = getattr(AutoConfig.from_pretrained(self.name), "max_position_embeddings", None)
         self.max_model_len = min(max_model_len, positions) if isinstance(positions, int) else max_model_len
         engine_args.setdefault("enforce_eager", True)  # no graph capture: startup in seconds, not minutes
+        engine_args.update(_launcher_args())
         # Sleep mode (weights offloaded, KV cache freed while the trainer updates) exists on CUDA only.
         self._sleeps = torch.cuda.is_available()
         if self._sleeps:  # the CPU engine sizes its KV cache in bytes instead

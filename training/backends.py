@@ -40,6 +40,7 @@ def build_generator(config: TrainConfig, model: Any, tokenizer: Any, device: str
             tokenizer=tokenizer,
             dtype=config.vllm_dtype,
             max_model_len=config.max_context_tokens + config.max_new_tokens,
+            gpu_memory_utilization=config.vllm_gpu_memory_utilization,
         )
     else:
         from pathlib import Path

@@ -283,6 +283,9 @@ class TrainConfig:
     reference, slower; no vLLM needed)."""
     vllm_dtype: str = "bfloat16"
     """Weights of the vllm backend's copy of the policy (bfloat16, float32)."""
+    vllm_gpu_memory_utilization: float = 0.5
+    """On CUDA, the share of each GPU the vllm backend's engine takes for its weights and KV cache (it sleeps
+    during the update, so the trainer has it then); the CPU engine reserves a fixed KV cache instead."""
     server_url: str = "http://127.0.0.1:8000/v1"
     """The server backend's vLLM server, ``/v1`` included."""
     server_weights_dir: str = ""
@@ -380,6 +383,7 @@ RANGES: dict[str, Range] = {
     **dict.fromkeys(("judge_turn_weight", "judge_format_bonus", "search_gold_turn_reward", "swe_test_turn_reward"),
                     (0, 1, False, False)),  # fmt: skip
     "top_p": (0, 1, True, False),
+    "vllm_gpu_memory_utilization": (0, 1, True, False),
     "clip_low": (0, 1, False, True),  # the ratio's lower bound is 1 - clip_low
 }  # fmt: skip
 _ZERO_MEANS = {"time_limit_minutes": "none", "temperature": "greedy", "max_grad_norm": "no clipping",

@@ -232,6 +232,27 @@ def server(trainer: Trainer, rank: int) -> dict[str, Any]:
     }
 
 
+def colocated(trainer: Trainer, rank: int) -> dict[str, Any]:
+    """Each rank samples from its own in-process vLLM engine (``backend=vllm``), updates on its own episodes and
+    pushes the new weights into its engine; the ranks' engines must not join each other's collectives."""
+    prompt = trainer.tokenizer.encode(f"Rank {rank} asks a question of its own.")
+    before, error_before = _greedy_against_own_scores(trainer, prompt)
+    # Different work per rank: rank 1 samples three times as often (its engine steps more) before the update.
+    for _ in range(2 * rank):
+        _greedy_against_own_scores(trainer, prompt)
+    update(trainer, rank)
+    after, error_after = _greedy_against_own_scores(trainer, prompt)
+    return {
+        "engine": type(trainer.generator).__name__,
+        "executor": trainer.generator.llm.llm_engine.vllm_config.parallel_config.distributed_executor_backend,
+        "version": trainer.generator.weights_version,
+        "checksum": _checksum(trainer),
+        "error_before": error_before,
+        "error_after": error_after,
+        "changed": before != after,
+    }
+
+
 def smol_shaped(tokenizer: Any) -> Any:
     """SmolLM2-135M's configuration (vocabulary, width, heads, tied head) with 2 of its 30 layers, random weights."""
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -245,7 +266,8 @@ def smol_shaped(tokenizer: Any) -> Any:
 
 
 SCENARIOS = {
-    f.__name__: f for f in (update, idle, keys, warm, tokens, resume, fsdp_update, fsdp_checkpoint, memory, server)
+    f.__name__: f
+    for f in (update, idle, keys, warm, tokens, resume, fsdp_update, fsdp_checkpoint, memory, server, colocated)
 }
 #: A scenario's own config overrides, after the launch's (scenarios that need none share a launch with it).
 SCENARIO_OVERRIDES: dict[str, list[str]] = {
@@ -255,6 +277,7 @@ SCENARIO_OVERRIDES: dict[str, list[str]] = {
 MODELS: dict[str, Callable[[Any, str], Any]] = {
     "memory": lambda tokenizer, _: smol_shaped(tokenizer),
     "server": lambda _, folder: AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32),  # the served one
+    "colocated": lambda _, folder: AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32),  # the engine's
 }
 
 
