@@ -6,7 +6,7 @@ tasks on both sides), score them with the env's outcome reward, then one optimiz
 
 - **ours**: the game's machinery with the solver role only (:func:`~sparring.training.game.play_iteration`
   on the generation backend ``backend`` names, stop strings ending each turn at its tool call), then
-  :meth:`~sparring.training.trainer.Trainer.reinforce`. With ``hf`` (the HF backend's continuous batch)
+  :meth:`~sparring.training.trainer.Trainer.reinforce`. With ``hf`` (the plain HF reference)
   the generator shares the trained model; with ``vllm`` it is vLLM's engine in the same process, whose
   copy of the weights the trainer pushes after every update. That push is timed where it happens
   (``Trainer.sync_generator``, reported by ``reinforce`` as ``weight_sync_seconds``), inside the update.

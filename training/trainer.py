@@ -9,15 +9,16 @@ Per iteration and game (:mod:`sparring.training.game`): play, assign rewards, th
    forward pass (right-padded micro-batches of at most ``update_tokens_per_batch`` tokens) that scores only
    their action tokens (:mod:`sparring.training.sequences`), gradients accumulated to a token-level mean
    over the mini-batch of every rank;
-4. the generator samples from the new weights from then on (``update_weights``: its KV prefix cache
-   and packed linear layers are copies of the old ones).
+4. the generator samples from the new weights from then on (``update_weights``: vLLM's engine reloads
+   its copy of the weights; the HF reference, which shares the trainer's model, drops its cache).
 
-The policy and its generator share one model in one process (under ``distributed: fsdp`` the generator
-holds whole weights gathered from the sharded policy, :mod:`sparring.training.fsdp`). The trainer runs on
-accelerate from the start, so ``accelerate launch`` (one env pool and generator per rank) needs no other code:
-each rank plays its own episodes, the ranks' gradients are summed into one token-level mean, metrics are
-reduced by name. Ranks hold different amounts of work; :mod:`sparring.training.ranks` keeps their collectives
-in step.
+The generator runs in the trainer's process: vLLM's engine with its own copy of the weights (``backend: vllm``,
+the default), or the HF reference sharing the policy's model (under ``distributed: fsdp`` it holds whole weights
+gathered from the sharded policy, :mod:`sparring.training.fsdp`); ``backend: server`` samples from another process.
+The trainer runs on accelerate from the start, so ``accelerate launch`` (one env pool and generator per
+rank) needs no other code: each rank plays its own episodes, the ranks' gradients are summed into one
+token-level mean, metrics are reduced by name. Ranks hold different amounts of work;
+:mod:`sparring.training.ranks` keeps their collectives in step.
 """
 
 from __future__ import annotations
@@ -441,8 +442,8 @@ def training_device(setting: str) -> str:
 def weights_dtype(setting: str, device: str = "cpu") -> str:
     """The weights' torch dtype name for config key ``dtype`` on ``device``: ``auto`` is bfloat16 on a GPU that has it.
 
-    On CPU ``auto`` stays float32: the generator's packed linears and the oneDNN kernels it was measured
-    with are float32, and bfloat16 weights without a float32 copy lose small updates.
+    On CPU ``auto`` stays float32: the CPU runs were measured in float32, and bfloat16 weights without a
+    float32 copy lose small updates.
 
     Example:
         >>> weights_dtype("float32")
