@@ -47,6 +47,28 @@ def test_greedy_tokens_and_logprobs_of_hf_and_vllm_agree_on_the_same_weights(eng
     assert [g.token_ids for g in vllm.generate([prompt, prompt], tempered)] == [a.token_ids, b.token_ids]
 
 
+@pytest.mark.parametrize("temperature", [0.7, 1.3])
+def test_sampled_logprobs_are_the_tempered_distributions_the_trainer_recomputes(
+    engines: tuple[Any, Any], temperature: float
+) -> None:
+    """The logprob contract at a temperature other than 1: each sampled token's logprob is that of
+    softmax(logits / T), as the trainer recomputes it for the importance weight (not the raw logits')."""
+    import torch
+
+    from tests.agents.vllm_fixtures import LOGPROB_ATOL
+
+    hf, vllm = engines
+    prompt = chat_prompts(hf.tokenizer)[1]
+    out = vllm.generate([prompt], SamplingParams(temperature=temperature, max_new_tokens=12, seed=5))[0]
+    with torch.no_grad():
+        logits = hf.model(torch.tensor([prompt + out.token_ids])).logits[0, len(prompt) - 1 : -1].float()
+    ids = torch.tensor(out.token_ids)[:, None]
+    tempered = torch.log_softmax(logits / temperature, -1).gather(-1, ids).squeeze(-1)
+    raw = torch.log_softmax(logits, -1).gather(-1, ids).squeeze(-1)
+    assert out.logprobs == pytest.approx(tempered.tolist(), abs=LOGPROB_ATOL)
+    assert (tempered - raw).abs().max() > 10 * LOGPROB_ATOL  # the two contracts differ on these tokens
+
+
 def test_the_cpu_engine_reserves_256_mib_of_kv_cache_not_a_whole_gib(engines: tuple[Any, Any]) -> None:
     """The KV cache is resident from the engine's start beside the trainer's model: 1 GiB, then 512 MiB, took
     cpu-demo's peak past its 4 GiB target; 256 MiB still hold five of its longest sequences (docs/benchmarks.md)."""

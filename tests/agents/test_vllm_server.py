@@ -86,6 +86,18 @@ def test_a_cpu_server_is_refused_for_a_model_with_tied_embeddings(server: str, t
         VLLMServerGenerator(server, tmp_path, policy=tied, timeout=60)
 
 
+@pytest.mark.slow
+@pytest.mark.model
+def test_a_server_that_returns_logprobs_before_temperature_is_refused(untied: Path, tmp_path: Path) -> None:
+    """A ``vllm serve`` started without ``--logprobs-mode processed_logprobs`` would hand the trainer logprobs of the
+    untempered distribution, which its importance weights would misread: refused at connect, never sampled from."""
+    from sparring.agents.http_backend import VLLMServerGenerator
+
+    with vllm_server(untied, tmp_path / "serve.log", own=True) as url:
+        with pytest.raises(SparringError, match="returns raw_logprobs logprobs, not those after temperature"):
+            VLLMServerGenerator(url, tmp_path / "weights", timeout=60)
+
+
 def test_a_dead_server_is_one_sentence(tmp_path: Path) -> None:
     from sparring.agents.http_backend import VLLMServerGenerator
 

@@ -28,9 +28,13 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def vllm_server(model: Path, log: Path) -> Iterator[str]:
+def vllm_server(model: Path, log: Path, *, own: bool = False) -> Iterator[str]:
     """``sparring serve-policy --engine vllm`` of ``model`` (float32) on a free port, its output in ``log``;
-    its ``/v1`` URL once it answers, stopped afterwards."""
+    its ``/v1`` URL once it answers, stopped afterwards.
+
+    ``own``: instead, vLLM's API server as a user might start it by hand, dev endpoints on but vLLM's default
+    logprobs (``raw_logprobs``, before temperature), which the server backend must refuse.
+    """
     import httpx
 
     port = free_port()
@@ -38,6 +42,10 @@ def vllm_server(model: Path, log: Path) -> Iterator[str]:
     # The command a user runs: it starts vLLM's server as the server backend needs it.
     command = [sys.executable, "-m", "sparring.cli", "serve-policy", "--engine", "vllm", "--dtype", "float32",
                "--port", str(port), "--model", str(model)]  # fmt: skip
+    if own:
+        env |= {"VLLM_SERVER_DEV_MODE": "1"}
+        command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host",
+                   "127.0.0.1", "--port", str(port), "--dtype", "float32", "--enforce-eager"]  # fmt: skip
     with open(log, "wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
