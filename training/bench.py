@@ -304,7 +304,7 @@ def bench_train(
     seed: int = 0,
     checkpointing: bool = True,
     update_tokens_per_batch: int = TrainConfig.update_tokens_per_batch,
-    backend: str = "hf",
+    backend: str = TrainConfig.backend,
     vllm_dtype: str = TrainConfig.vllm_dtype,
     shared_prefix: bool = TrainConfig.update_shared_prefix,
 ) -> dict[str, Any]:
@@ -323,8 +323,8 @@ def bench_train(
         seed: Seed of task draws, sampling and updates.
         checkpointing: Recompute activations in the backward pass on both sides (ours' default and TRL's).
         update_tokens_per_batch: Ours: tokens per forward pass of the update (1: one episode per pass).
-        backend: Ours: what generates, ``hf`` (the trained model itself) or ``vllm`` (vLLM in process,
-            weights pushed after every update; needs the vllm extra).
+        backend: Ours: what generates, ``vllm`` (training's default: vLLM in process, weights pushed after every
+            update; needs the vllm extra) or ``hf`` (the trained model itself, through the plain reference).
         vllm_dtype: Ours with ``vllm``: the engine's weights (``bfloat16`` or ``float32``).
         shared_prefix: Ours: a group's shared prompt once per row of the update (``update_shared_prefix``).
     """
@@ -438,7 +438,9 @@ def bench_command(
         help="Ours: tokens per forward pass of the update, the config's update_tokens_per_batch (1: one episode "
         "per pass, as before micro-batching).",
     ),
-    backend: str = typer.Option("hf", help="Ours: generate with hf (the trained model) or vllm (weights pushed)."),
+    backend: str = typer.Option(
+        TrainConfig.backend, help="Ours: generate with vllm (training's default; weights pushed) or hf (the model)."
+    ),
     vllm_dtype: str = typer.Option(TrainConfig.vllm_dtype, help="Ours with --backend vllm: the engine's weights."),
     shared_prefix: bool = typer.Option(
         TrainConfig.update_shared_prefix,
