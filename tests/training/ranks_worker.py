@@ -235,18 +235,25 @@ def server(trainer: Trainer, rank: int) -> dict[str, Any]:
 def colocated(trainer: Trainer, rank: int) -> dict[str, Any]:
     """Each rank samples from its own in-process vLLM engine (``backend=vllm``), updates on its own episodes and
     pushes the new weights into its engine; the ranks' engines must not join each other's collectives."""
+    from sparring.agents.generation import SamplingParams
+
     prompt = trainer.tokenizer.encode(f"Rank {rank} asks a question of its own.")
-    before, error_before = _greedy_against_own_scores(trainer, prompt)
-    # Different work per rank: rank 1 samples three times as often (its engine steps more) before the update.
-    for _ in range(2 * rank):
-        _greedy_against_own_scores(trainer, prompt)
+    before, error_before = _greedy_against_own_scores(trainer, prompt)  # one policy forward on every rank (fsdp)
+    # Different work per rank: rank 1's engine samples three more turns before the update (the engine alone: under
+    # fsdp each forward of the policy is a collective, which the update's own passes keep in step).
+    for _ in range(3 * rank):
+        trainer.generator.generate([prompt], SamplingParams(temperature=1.0, max_new_tokens=8, seed=rank))
     update(trainer, rank)
     after, error_after = _greedy_against_own_scores(trainer, prompt)
+    from sparring.training.fsdp import full_state_dict, is_sharded
+
+    whole = full_state_dict(trainer.policy_model) if is_sharded(trainer.policy_model) else None  # a collective
     return {
+        "sharded": whole is not None,
+        "whole_checksum": float(sum(t.double().sum() for t in whole.values())) if whole else _checksum(trainer),
         "engine": type(trainer.generator).__name__,
         "executor": trainer.generator.llm.llm_engine.vllm_config.parallel_config.distributed_executor_backend,
         "version": trainer.generator.weights_version,
-        "checksum": _checksum(trainer),
         "error_before": error_before,
         "error_after": error_after,
         "changed": before != after,

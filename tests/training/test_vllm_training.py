@@ -107,20 +107,29 @@ def test_the_trainer_puts_a_sleeping_generator_to_sleep_for_the_update_and_wakes
     assert recording.calls == ["sleep", "update", "wake_up", "update_weights"]
 
 
-def test_two_ranks_each_sample_from_their_own_colocated_engine(smol_tokenizer: Any, tmp_path: Path) -> None:
-    """``backend=vllm`` under torchrun (the gpu-8 preset's shape, gloo on CPU): every rank starts an engine in its own
-    process beside an initialised process group, samples its own prompts a different number of times, and after
-    the all-reduced update samples the new weights, which are the same on both ranks."""
+@pytest.mark.parametrize("distributed", ["ddp", "fsdp"])
+def test_two_ranks_each_sample_from_their_own_colocated_engine(
+    smol_tokenizer: Any, tmp_path: Path, distributed: str
+) -> None:
+    """``backend=vllm`` under torchrun (with ``fsdp``, the gpu-8 preset's shape; gloo on CPU): every rank starts an
+    engine in its own process beside an initialised process group, samples its own prompts a different number of
+    times, and after the update samples the new weights (under fsdp gathered whole from the shards), the same on
+    both ranks."""
     from tests.training.test_ranks import two_ranks
 
     require_vllm()
     folder = tiny_vllm_model(smol_tokenizer, tmp_path / "model")
-    first, second = two_ranks("colocated", folder, tmp_path, "backend=vllm", "vllm_dtype=float32", f"model={folder}")
+    first, second = two_ranks(
+        "colocated", folder, tmp_path, "backend=vllm", "vllm_dtype=float32", f"model={folder}",
+        f"distributed={distributed}",
+    )  # fmt: skip
     assert first["engine"] == second["engine"] == "VLLMGenerator"
     # vLLM's executor for launcher-started ranks: each engine on its rank's LOCAL_RANK device (on CUDA: GPU k, not 0)
     assert first["executor"] == second["executor"] == "external_launcher"
     assert first["version"] == second["version"] == 1  # one push per update, on every rank
-    assert first["checksum"] == second["checksum"]  # the gradient all-reduce kept the replicas equal
+    assert first["sharded"] == second["sharded"] == (distributed == "fsdp")
+    # the same whole weights on both ranks after the update (under fsdp gathered from the two shards)
+    assert first["whole_checksum"] == second["whole_checksum"]
     for rank in (first, second):
         assert rank["error_before"] < 2e-3 and rank["error_after"] < 2e-3  # each engine samples its rank's weights
         assert rank["changed"]
