@@ -72,7 +72,10 @@ def _launcher_args() -> dict[str, Any]:
         return {}
     os.environ.setdefault("RANK", str(dist.get_rank()))
     os.environ.setdefault("WORLD_SIZE", str(dist.get_world_size()))
-    os.environ.setdefault("LOCAL_RANK", str(dist.get_rank()))  # one node: the rank is the local rank
+    if "LOCAL_RANK" not in os.environ:  # the device this process already uses (one node: else the rank)
+        import torch
+
+        os.environ["LOCAL_RANK"] = str(torch.cuda.current_device() if torch.cuda.is_available() else dist.get_rank())
     return {"distributed_executor_backend": "external_launcher"}
 
 
@@ -146,7 +149,7 @@ class VLLMGenerator:
             engine_args.setdefault("enable_chunked_prefill", False)
         threads, set_threads = torch.get_num_threads(), torch.set_num_threads
         try:
-            with _scan_safe_namespaces():
+            with _scan_safe_namespaces(), _process_rng_kept():
                 self.llm = LLM(
                     model=self.name,
                     dtype=dtype,  # type: ignore[arg-type]  # checked by the config: bfloat16 or float32
@@ -268,6 +271,31 @@ def _generation(comp: Any) -> Generation:
         text=comp.text,
         finish_reason="length" if comp.finish_reason == "length" else "stop",
     )
+
+
+@contextlib.contextmanager
+def _process_rng_kept() -> Iterator[None]:
+    """Restore the process's random states (python's, numpy's, torch's, CUDA's) after the engine's start.
+
+    vLLM's worker reseeds all of them with the engine's seed as it starts (``set_random_seed``), which would put
+    every training rank on the same streams and undo the run's ``seed``; the engine's sampling does not need
+    them (each request carries its own seed).
+    """
+    import random
+
+    import numpy as np
+    import torch
+
+    states = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    try:
+        yield
+    finally:
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        torch.set_rng_state(states[2])
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
 
 
 def _reprocess_tied(model: Any) -> int:

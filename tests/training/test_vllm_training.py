@@ -133,3 +133,33 @@ def test_two_ranks_each_sample_from_their_own_colocated_engine(
     for rank in (first, second):
         assert rank["error_before"] < 2e-3 and rank["error_after"] < 2e-3  # each engine samples its rank's weights
         assert rank["changed"]
+
+
+def test_the_engines_start_leaves_the_processs_random_streams_as_they_were(smol_tokenizer: Any, tmp_path: Path) -> None:
+    """vLLM's worker reseeds python's, numpy's and torch's generators with the engine's seed as it starts: every
+    rank of a run would then draw the same numbers, whatever the run's ``seed``."""
+    import random
+
+    import numpy as np
+    import torch
+
+    from sparring.agents.generation import SamplingParams
+    from sparring.agents.vllm_backend import VLLMGenerator
+
+    require_vllm()
+    folder = tiny_vllm_model(smol_tokenizer, tmp_path / "model")
+
+    def draws() -> tuple[float, float, float]:
+        return random.random(), float(np.random.rand()), float(torch.rand(1))
+
+    def seed() -> None:
+        random.seed(11)
+        np.random.seed(11)
+        torch.manual_seed(11)
+
+    seed()
+    expected = draws()
+    seed()
+    engine = VLLMGenerator(str(folder), tokenizer=smol_tokenizer, dtype="float32", max_model_len=256)
+    assert draws() == expected
+    assert engine.generate([smol_tokenizer.encode("Hi")], SamplingParams(max_new_tokens=2))[0].token_ids
