@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -62,14 +62,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(HEAVY_FIRST)))
 
 
-def require(ok: bool, what: str) -> None:
-    """Skip (locally) or fail (under CI) when a piece that setup provides is missing."""
-    if ok:
-        return
-    message = f"{what} is missing; run `sparring setup --for test`"
+def unavailable(message: str) -> NoReturn:
+    """Skip (locally) or fail (under CI, whose quick start provides everything the tests need) with ``message``."""
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
+
+
+def require(ok: bool, what: str) -> None:
+    """Skip (locally) or fail (under CI) when a piece that setup provides is missing."""
+    if not ok:
+        unavailable(f"{what} is missing; run `sparring setup --for test`")
 
 
 def sparring_cli(*args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess[str]:

