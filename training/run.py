@@ -35,7 +35,7 @@ from sparring.training.game import GAMES
 from sparring.training.memory import limit_arenas, peak_rss_gib, release
 from sparring.training.metrics import MetricsLog, plot, read_log, summary_table, write_summary
 from sparring.training.samples import EpisodeSampler
-from sparring.training.trainer import Trainer, UpdateStats
+from sparring.training.trainer import Trainer, UpdateStats, check_launcher, training_device
 
 __all__ = ["iteration_speeds", "run_training"]
 
@@ -128,6 +128,7 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
         resume: Continue from the latest checkpoint in ``config.out`` (an error if there is none).
         trainer: A trainer built by the caller (tests pass one with a tiny model).
     """
+    check_launcher(config, training_device(config.device))  # before anything, as the Trainer does
     limit_arenas()
     console = Console(stderr=True)
     out = Path(config.out)

@@ -15,16 +15,18 @@ Per iteration and game (:mod:`sparring.training.game`): play, assign rewards, th
 The generator runs in the trainer's process: vLLM's engine with its own copy of the weights (``backend: vllm``,
 the default), or the HF reference sharing the policy's model (under ``distributed: fsdp`` it holds whole weights
 gathered from the sharded policy, :mod:`sparring.training.fsdp`); ``backend: server`` samples from another process.
-The trainer runs on accelerate from the start, so ``accelerate launch`` (one env pool and generator per
-rank) needs no other code: each rank plays its own episodes, the ranks' gradients are summed into one
-token-level mean, metrics are reduced by name. Ranks hold different amounts of work;
-:mod:`sparring.training.ranks` keeps their collectives in step.
+The trainer runs on accelerate from the start, so ``torchrun`` or ``accelerate launch`` with a plain multi-process
+config (``scripts/accelerate/``; one env pool and generator per rank) needs no other code: each rank plays its own
+episodes, the ranks' gradients are summed into one token-level mean, metrics are reduced by name. The run's
+config, not the launcher's, decides sharding and precision (:func:`check_launcher`). Ranks hold different amounts
+of work; :mod:`sparring.training.ranks` keeps their collectives in step.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,7 +49,7 @@ from sparring.training.pipeline import AsyncRollouts, fresh_enough
 from sparring.training.ranks import all_max, all_sum, mean_by_key, sum_gradients
 from sparring.training.sequences import Sequence, batch_scores, can_share, to_sequence, token_batches
 
-__all__ = ["Trainer", "UpdateStats", "mini_batches", "training_device", "weights_dtype"]
+__all__ = ["Trainer", "UpdateStats", "check_launcher", "mini_batches", "training_device", "weights_dtype"]
 
 
 @dataclass
@@ -80,6 +82,7 @@ class Trainer:
 
         self.config = config
         device = training_device(config.device)
+        check_launcher(config, device)
         if config.threads:
             torch.set_num_threads(config.threads)
         self.accelerator = Accelerator(cpu=device == "cpu", mixed_precision="bf16" if config.bf16 else "no")
@@ -437,6 +440,52 @@ def training_device(setting: str) -> str:
     if setting == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return setting
+
+
+def check_launcher(config: TrainConfig, device: str, environ: dict[str, str] | None = None) -> None:
+    """Refuse what ``accelerate launch`` asked of accelerate that this trainer would not do.
+
+    The launcher passes its config (``accelerate config``'s default file, or ``--config_file``) to the
+    processes as ``ACCELERATE_*`` variables, which ``Accelerator()`` reads. The trainer shards the policy
+    itself (``distributed``: its FSDP2 sums the ranks' gradients, :mod:`sparring.training.fsdp`), runs its
+    passes on the unwrapped model and takes its precision from ``bf16``; accelerate's FSDP, DeepSpeed or
+    Megatron plugins, its torch.compile, fp16 or bf16 against the run's ``bf16`` and its CPU flag against
+    ``device=cuda`` would each wrap the model differently or be dropped without a word. ``mixed_precision:
+    'no'`` passes: it is also what the launcher sends when its config names none.
+
+    Raises:
+        SparringError: One sentence naming the launcher's setting and the run's key to use instead.
+    """
+    env = os.environ if environ is None else environ
+    use = "scripts/accelerate/one-node.yaml or multi-node.yaml"
+    for name, plugin, instead in (
+        ("ACCELERATE_USE_FSDP", "FSDP", "set distributed=fsdp (the trainer shards the policy itself)"),
+        ("ACCELERATE_USE_DEEPSPEED", "DeepSpeed", "set distributed=fsdp to shard the policy"),
+        ("ACCELERATE_USE_MEGATRON_LM", "Megatron-LM", "set distributed=fsdp to shard the policy"),
+    ):
+        if env.get(name, "false").lower() == "true":
+            raise SparringError(
+                f"accelerate launch was configured for {plugin}, which this trainer does not use; launch with "
+                f"distributed_type MULTI_GPU ({use}) and {instead}."
+            )
+    precision = env.get("ACCELERATE_MIXED_PRECISION", "no").lower()
+    if precision not in ("no", "bf16") or (precision == "bf16" and not config.bf16):
+        raise SparringError(
+            f"accelerate launch asks for mixed_precision {precision} but the run's bf16 is {config.bf16}; the run's "
+            "config decides the precision: set mixed_precision 'no' in the accelerate config (and bf16=true for "
+            "bfloat16 autocast; fp16 and fp8 are not supported)."
+        )
+    dynamo = env.get("ACCELERATE_DYNAMO_BACKEND", "no").lower()
+    if dynamo not in ("no", ""):
+        raise SparringError(
+            f"accelerate launch asks for torch.compile (dynamo_backend {dynamo}), which this trainer's passes do not "
+            "use; set dynamo_backend 'no' in the accelerate config."
+        )
+    if device == "cuda" and env.get("ACCELERATE_USE_CPU", "false").lower() == "true":
+        raise SparringError(
+            "accelerate launch was told to run on CPU (--cpu or use_cpu) but the run's device is cuda; drop the "
+            "launcher's CPU setting, or set device=cpu."
+        )
 
 
 def weights_dtype(setting: str, device: str = "cpu") -> str:

@@ -1,4 +1,5 @@
-"""Run by ``torchrun --nproc_per_node 2``: one multi-rank scenario, the ranks given different work as in real runs.
+"""Run by ``torchrun --nproc_per_node 2`` (or ``accelerate launch``): one multi-rank scenario, the ranks given
+different work as in real runs.
 
 Arguments: the scenario's name (or several, comma-separated, run one after the other), the JSON file rank 0 writes
 (each scenario's results of every rank, in rank order), the tiny model's folder, then config overrides
@@ -9,6 +10,7 @@ never joins fails the run instead of hanging it.
 from __future__ import annotations
 
 import json
+import os
 import random
 import sys
 from collections.abc import Callable
@@ -260,6 +262,17 @@ def colocated(trainer: Trainer, rank: int) -> dict[str, Any]:
     }
 
 
+def placement(trainer: Trainer, rank: int) -> dict[str, Any]:
+    """Where the launcher put this rank (its node is torchrun's ``GROUP_RANK``), then :func:`update`'s own work."""
+    return {
+        "rank": rank,
+        "local": trainer.accelerator.local_process_index,
+        "node": int(os.environ.get("GROUP_RANK", "-1")),
+        "world": trainer.accelerator.num_processes,
+        **update(trainer, rank),
+    }
+
+
 def smol_shaped(tokenizer: Any) -> Any:
     """SmolLM2-135M's configuration (vocabulary, width, heads, tied head) with 2 of its 30 layers, random weights."""
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -274,8 +287,10 @@ def smol_shaped(tokenizer: Any) -> Any:
 
 SCENARIOS = {
     f.__name__: f
-    for f in (update, idle, keys, warm, tokens, resume, fsdp_update, fsdp_checkpoint, memory, server, colocated)
-}
+    for f in (
+        update, idle, keys, warm, tokens, resume, fsdp_update, fsdp_checkpoint, memory, server, colocated, placement,
+    )
+}  # fmt: skip
 #: A scenario's own config overrides, after the launch's (scenarios that need none share a launch with it).
 SCENARIO_OVERRIDES: dict[str, list[str]] = {
     "fsdp_update": ["warm_start_batch=8", "kl_coef=0.1", "max_grad_norm=1.0"],

@@ -1,41 +1,68 @@
 """Two training ranks on CPU (torchrun, gloo), each given different work, as real runs give them.
 
 Each test starts ``tests/training/ranks_worker.py`` on two ranks with one scenario; a collective that one
-rank never joins times out there (60 s) and fails the run instead of hanging it.
+rank never joins times out there (60 s) and fails the run instead of hanging it. The last ones start the
+ranks with ``accelerate launch`` and the project's accelerate configs, and check what a launcher's config
+may not ask of the trainer.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sparring import SparringError
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
-def launch(scenarios: list[str], model_dir: Path, tmp_path: Path, *overrides: str) -> dict[str, list[dict[str, Any]]]:
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def torchrun(port: int) -> list[list[str]]:
+    """The launch of two ranks on this machine by torchrun (as the docs' one-node command)."""
+    return [[sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+             "--master_port", str(port)]]  # fmt: skip
+
+
+def launch(
+    scenarios: list[str],
+    model_dir: Path,
+    tmp_path: Path,
+    *overrides: str,
+    launchers: Callable[[int], list[list[str]]] = torchrun,
+) -> dict[str, list[dict[str, Any]]]:
     """Run the worker's ``scenarios`` one after the other on two ranks (``overrides``: config ``key=value``).
+
+    ``launchers`` gives, for a free loopback port, the commands that start the ranks (several for several
+    "nodes", run at once); the worker's module and arguments follow each. The trainer's Accelerator finds the
+    ranks and uses gloo on CPU.
 
     Returns every rank's result of each scenario, by name.
     """
     out = tmp_path / f"{'+'.join(scenarios)}.json"
-    root = Path(__file__).resolve().parents[2]
     with socket.socket() as s:  # a free loopback port for the rendezvous
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    # torchrun starts the two ranks; the trainer's Accelerator finds them and uses gloo on CPU.
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr",
-               "127.0.0.1", "--master_port", str(port), "-m", "tests.training.ranks_worker", ",".join(scenarios),
-               str(out), str(model_dir), *overrides]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(command, capture_output=True, text=True, timeout=540, env=env, cwd=root)
-    assert done.returncode == 0, done.stderr[-3000:]
+    worker = ["-m", "tests.training.ranks_worker", ",".join(scenarios), str(out), str(model_dir), *overrides]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    logs, processes = [], []
+    for i, start in enumerate(launchers(port)):  # output to files: a full pipe would stall one node's ranks
+        logs.append(tmp_path / f"launch{i}.log")
+        with logs[-1].open("w") as log:
+            command = [*start, *worker]
+            processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT))
+    codes = [p.wait(timeout=540) for p in processes]
+    assert codes == [0] * len(codes), "\n".join(log.read_text()[-3000:] for log in logs)
     results: dict[str, list[dict[str, Any]]] = json.loads(out.read_text())["scenarios"]
     return results
 
@@ -95,3 +122,87 @@ def test_async_rollouts_on_two_ranks_stop_at_the_start_in_one_sentence(tiny_mode
     # The overlapped update's collectives beside each rank's play are untested: refused before anything runs.
     with pytest.raises(AssertionError, match="async_rollouts=true runs on one process only"):
         two_ranks("update", tiny_model_dir, tmp_path, "async_rollouts=true")
+
+
+# ------------------------------------------------------------------------------- accelerate launch
+
+ACCELERATE = [sys.executable, "-m", "accelerate.commands.launch", "--config_file"]
+
+
+def test_accelerate_launch_with_the_one_node_config_starts_the_ranks(tiny_model_dir: Path, tmp_path: Path) -> None:
+    # scripts/accelerate/one-node.yaml as docs/scale.md gives it, with 2 processes for the 8 GPUs it names
+    def one_node(port: int) -> list[list[str]]:
+        config = str(ROOT / "scripts/accelerate/one-node.yaml")
+        return [[*ACCELERATE, config, "--num_processes", "2", "--main_process_port", str(port)]]
+
+    first, second = launch(["placement"], tiny_model_dir, tmp_path, launchers=one_node)["placement"]
+    assert [(r["rank"], r["local"], r["world"]) for r in (first, second)] == [(0, 0, 2), (1, 1, 2)]
+    assert first["checksum"] == second["checksum"]  # each rank's own episodes, one update: equal replicas
+    assert first["reduced"] == second["reduced"] == {"rank": 0.5, "tokens": 4.5}
+
+
+def test_accelerate_launch_with_the_multi_node_config_joins_two_nodes(tiny_model_dir: Path, tmp_path: Path) -> None:
+    # scripts/accelerate/multi-node.yaml with the flags of docs/scale.md's SLURM script: two launches, one a node,
+    # here both on this machine with a rank each
+    def two_nodes(port: int) -> list[list[str]]:
+        config = str(ROOT / "scripts/accelerate/multi-node.yaml")
+        flags = ["--num_machines", "2", "--num_processes", "2", "--main_process_ip", "127.0.0.1"]
+        return [[*ACCELERATE, config, *flags, "--main_process_port", str(port), "--machine_rank", str(node)]
+                for node in (0, 1)]  # fmt: skip
+
+    first, second = launch(["placement"], tiny_model_dir, tmp_path, launchers=two_nodes)["placement"]
+    assert [(r["rank"], r["local"], r["node"], r["world"]) for r in (first, second)] == [(0, 0, 0, 2), (1, 0, 1, 2)]
+    assert first["checksum"] == second["checksum"]
+    assert first["reduced"] == second["reduced"] == {"rank": 0.5, "tokens": 4.5}
+
+
+@pytest.mark.parametrize(
+    ("setting", "sentence"),
+    [
+        ("distributed_type: FSDP", "accelerate launch was configured for FSDP, which this trainer does not use"),
+        ("mixed_precision: fp16", "accelerate launch asks for mixed_precision fp16 but the run's bf16 is False"),
+    ],
+)
+def test_accelerate_launch_asking_for_what_the_trainer_does_not_do_stops_in_one_sentence(
+    setting: str, sentence: str, tmp_path: Path
+) -> None:
+    # The project's one-node config with one line changed, as a user's own `accelerate config` would: the run
+    # stops at its start (before any preflight) instead of training other than the config says.
+    lines = (ROOT / "scripts/accelerate/one-node.yaml").read_text().splitlines()
+    key = setting.split(":")[0]
+    config = tmp_path / "accelerate.yaml"
+    config.write_text("\n".join(setting if line.startswith(f"{key}:") else line for line in lines) + "\n")
+    command = [*ACCELERATE, str(config), "--num_processes", "1", "-m", "sparring.cli", "train", "games=search",
+               f"out={tmp_path / 'run'}"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert done.returncode != 0
+    assert sentence in " ".join((done.stdout + done.stderr).split())  # the console wraps it at its width
+    assert not (tmp_path / "run").exists()
+
+
+def test_each_launcher_request_the_trainer_would_drop_is_refused(tmp_path: Path) -> None:
+    # The variables as accelerate's launcher writes them (its own spelling: "True", "NO"); the two launches above
+    # check the real launcher with FSDP and fp16, and that the project's configs pass.
+    from sparring.training.config import load_config
+    from sparring.training.trainer import check_launcher
+
+    plain = load_config(None, [f"out={tmp_path}"])
+    bf16 = load_config(None, [f"out={tmp_path}", "bf16=true"])
+    launcher = {"ACCELERATE_MIXED_PRECISION": "no", "ACCELERATE_DYNAMO_BACKEND": "NO", "ACCELERATE_USE_CPU": "False"}
+    check_launcher(plain, "cuda", launcher)  # one-node.yaml's: nothing the run's config does not decide
+    check_launcher(bf16, "cuda", {**launcher, "ACCELERATE_MIXED_PRECISION": "bf16"})  # the launcher agrees
+    check_launcher(plain, "cpu", {**launcher, "ACCELERATE_USE_CPU": "True"})  # `accelerate launch --cpu`, cpu run
+    check_launcher(plain, "cpu", {})  # no launcher (torchrun, one process)
+    refused = [
+        (plain, "cuda", {"ACCELERATE_USE_DEEPSPEED": "true"}, "configured for DeepSpeed"),
+        (plain, "cuda", {"ACCELERATE_USE_MEGATRON_LM": "true"}, "configured for Megatron-LM"),
+        (bf16, "cuda", {"ACCELERATE_USE_FSDP": "true"}, "configured for FSDP"),
+        (plain, "cuda", {"ACCELERATE_MIXED_PRECISION": "bf16"}, "mixed_precision bf16 but the run's bf16 is False"),
+        (bf16, "cuda", {"ACCELERATE_MIXED_PRECISION": "fp8"}, "mixed_precision fp8 but the run's bf16 is True"),
+        (plain, "cuda", {"ACCELERATE_DYNAMO_BACKEND": "INDUCTOR"}, "torch.compile (dynamo_backend inductor)"),
+        (plain, "cuda", {"ACCELERATE_USE_CPU": "True"}, "told to run on CPU (--cpu or use_cpu) but the run's device"),
+    ]
+    for config, device, environ, sentence in refused:
+        with pytest.raises(SparringError, match=rf"^accelerate launch .*{re.escape(sentence)}.*\.$"):
+            check_launcher(config, device, {**launcher, **environ})
