@@ -137,6 +137,7 @@ class VLLMGenerator:
         engine_args.update(_launcher_args())
         # Sleep mode (weights offloaded, KV cache freed while the trainer updates) exists on CUDA only.
         self._sleeps = torch.cuda.is_available()
+        self._asleep: str | None = None  # what of the engine sleeps: "all", "kv_cache" (weights woken), None
         if self._sleeps:  # the CPU engine sizes its KV cache in bytes instead
             engine_args["gpu_memory_utilization"] = gpu_memory_utilization
             engine_args.setdefault("enable_sleep_mode", True)
@@ -194,7 +195,13 @@ class VLLMGenerator:
             SparringError: No state dict was given and the generator mirrors no ``policy``.
         """
         with self._lock:
-            self._push(weights_to_push(self, state_dict))
+            tensors = weights_to_push(self, state_dict)
+            if self._asleep == "all":  # slept without wake_up: the weights' memory first
+                self.llm.wake_up(tags=["weights"])
+            self._push(tensors)
+            if self._asleep:  # the KV cache only now, after the push (:meth:`wake_up`)
+                self.llm.wake_up(tags=["kv_cache"])
+                self._asleep = None
             self._version += 1
             return self._version
 
@@ -207,15 +214,27 @@ class VLLMGenerator:
         self.llm.reset_prefix_cache()
 
     def sleep(self) -> None:
-        """Before an update: on CUDA the engine offloads its weights and frees its KV cache (vLLM's sleep
-        level 1), so the trainer's update has the GPU memory; elsewhere nothing (the CPU engine cannot sleep)."""
+        """Before an update: on CUDA the engine frees its weights' and its KV cache's GPU memory, so the
+        trainer's update has it; elsewhere nothing (the CPU engine cannot sleep).
+
+        vLLM's sleep level 2, as TRL's colocated engines use it: the weights are dropped, not copied to
+        host memory (level 1 pinned a host copy on every rank at every update, 15 GB a rank for a 7B
+        model, only for the push after the update to overwrite it). Until :meth:`update_weights` gives
+        the engine weights again it cannot generate.
+        """
         if self._sleeps:
-            self.llm.sleep(level=1)
+            with self._lock:
+                self.llm.sleep(level=2)
+                self._asleep = "all"
 
     def wake_up(self) -> None:
-        """After an update, before :meth:`update_weights`: the engine takes its GPU memory back."""
-        if self._sleeps:
-            self.llm.wake_up()
+        """After an update, before :meth:`update_weights`: the engine maps its weights' memory back, their
+        values to come with the push. Its KV cache comes back after the push (:meth:`update_weights`), so
+        the GPU never holds it beside the whole weights an ``fsdp`` push gathers."""
+        if self._sleeps and self._asleep == "all":
+            with self._lock:
+                self.llm.wake_up(tags=["weights"])
+                self._asleep = "kv_cache"
 
     def clear_cache(self) -> None:
         """Drop the engine's prefix cache (benchmarks start each run cold)."""
@@ -250,6 +269,11 @@ class VLLMGenerator:
             for i in range(len(prompts))
         ]
         with self._lock:
+            if self._asleep:
+                raise SparringError(
+                    "the vllm engine slept through an update and has not had its weights back since (vLLM's sleep "
+                    "level 2 drops them): call update_weights before generating."
+                )
             # The CPU attention sizes each step's scheduler metadata by the calling thread's OpenMP threads, and
             # torch resets them to its own count at the step's first parallel op: in a thread whose OpenMP default
             # differs (threads=1 on 2 cores) the engine failed its check. Set this thread's to torch's.

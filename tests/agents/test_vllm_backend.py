@@ -86,6 +86,66 @@ def test_an_update_reaches_vllms_next_logprobs_tied_embeddings_included(engines:
     assert_an_update_reaches(*engines)
 
 
+class _SleepingEngine:
+    """vLLM's ``LLM`` with sleep mode as on CUDA (the CPU engine has none): ``sleep`` and ``wake_up`` keep track of
+    what is asleep, and the calls that need it awake check; every call goes on to the real engine but the two."""
+
+    def __init__(self, llm: Any):
+        self.llm = llm
+        self.calls: list[tuple[Any, ...]] = []
+        self.asleep: set[str] = set()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.llm, name)
+
+    def sleep(self, level: int = 1) -> None:
+        self.calls.append(("sleep", level))
+        self.asleep = {"weights", "kv_cache"}
+
+    def wake_up(self, tags: list[str] | None = None) -> bool:
+        self.calls.append(("wake_up", *(tags or ["all"])))
+        self.asleep -= set(tags or self.asleep)
+        return not self.asleep
+
+    def collective_rpc(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        assert "weights" not in self.asleep  # a reload into dropped memory: on a GPU, a crash
+        self.calls.append(("collective_rpc", method))
+        return self.llm.collective_rpc(method, *args, **kwargs)
+
+    def generate(self, *args: Any, **kwargs: Any) -> Any:
+        assert not self.asleep  # vLLM schedules nothing until every allocation is back
+        return self.llm.generate(*args, **kwargs)
+
+
+def test_on_cuda_the_engine_drops_its_weights_for_the_update_and_takes_its_kv_cache_back_after_the_push(
+    engines: tuple[Any, Any],
+) -> None:
+    """Sleep level 2 (no host copy of the weights the push overwrites), the weights' memory back before the push,
+    the KV cache after it; generating in between is one sentence, not a sample from dropped weights. A contract
+    test: the engine's own sleep runs on CUDA only."""
+    hf, engine = engines
+    before = assert_same_greedy(hf, engine)
+    real, engine.llm, engine._sleeps = engine.llm, _SleepingEngine(engine.llm), True
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=4)
+    try:
+        for woken in (True, False):  # the trainer's order (wake_up, then the push), and a push straight after sleep
+            engine.llm.calls.clear()
+            engine.sleep()
+            if woken:
+                engine.wake_up()
+            with pytest.raises(SparringError, match=r"^the vllm engine slept through an update .*update_weights"):
+                engine.generate(chat_prompts(hf.tokenizer), greedy)
+            engine.update_weights()
+            assert engine.llm.calls == [
+                ("sleep", 2), ("wake_up", "weights"), ("collective_rpc", "reload_weights"), ("wake_up", "kv_cache"),
+            ]  # fmt: skip
+            assert not engine.llm.asleep
+            again = assert_same_greedy(hf, engine)
+            assert [x for row in again for x in row] == pytest.approx([x for row in before for x in row], abs=1e-6)
+    finally:
+        engine.llm, engine._sleeps = real, False
+
+
 def test_a_thread_other_than_the_engines_generates_with_fewer_threads_than_cores(engines: tuple[Any, Any]) -> None:
     """``threads=1`` on a 2-core machine: a thread's OpenMP default (every core) differs from torch's count, and the
     CPU attention's per-step check failed ("thread_num 2 vs. 1") and corrupted the heap; both arms of a run died."""
