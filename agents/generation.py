@@ -135,8 +135,9 @@ class Generator(Protocol):
 
         Args:
             state_dict: Tensors to load into the policy's weights, by parameter name (a partial dict
-                updates only what it names). None: the caller changed the weights already (an
-                optimizer step on a model it shares with the generator, a push to a server).
+                updates only what it names; vLLM's, only whole layers, and after its sleep every weight).
+                None: the caller changed the weights already (an optimizer step on a model it shares
+                with the generator, a push to a server).
 
         Raises:
             NotImplementedError: The backend cannot take weights this way (the HTTP backend cannot

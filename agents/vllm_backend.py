@@ -57,6 +57,19 @@ def vllm_available() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
+def _check_whole(tensors: Mapping[str, Any], policy: Any) -> None:
+    """Refuse a push after a level-2 sleep that does not name every parameter of ``policy`` (the engine dropped
+    them all: what the push leaves out would be sampled from uninitialised memory)."""
+    wanted = [name for name, _ in policy.named_parameters()] if policy is not None else None
+    missing = [name for name in wanted or [] if name not in tensors]
+    if wanted is None or missing:
+        what = f"it leaves out {len(missing)} of the policy's, e.g. {missing[0]}" if missing else "no policy to check"
+        raise SparringError(
+            f"the vllm engine dropped its weights in its sleep (level 2), so the push after it must carry all of "
+            f"them: {what}; push the whole state dict (update_weights() or update_weights(full_state_dict))."
+        )
+
+
 def _launcher_args() -> dict[str, Any]:
     """Engine arguments for a rank of a multi-process run (torchrun, ``accelerate launch``); none for one process.
 
@@ -185,21 +198,31 @@ class VLLMGenerator:
         """Load new weights into the engine and drop its prefix cache; returns the new version.
 
         vLLM keeps its own copy of the weights, so a trainer's in-place optimizer step never reaches
-        it: they are pushed here through ``collective_rpc("reload_weights")``.
+        it: they are pushed here through ``collective_rpc("reload_weights")``. After :meth:`sleep` the
+        push must carry every weight of ``policy`` (the sleep dropped them all), and it brings the KV
+        cache back once the pushed tensors are released.
 
         Args:
-            state_dict: Tensors by checkpoint name (a partial dict updates only what it names). None:
-                the current parameters of ``policy``.
+            state_dict: Tensors by checkpoint name (awake, a partial dict updates the layers it names in
+                whole). None: the current parameters of ``policy``.
 
         Raises:
-            SparringError: No state dict was given and the generator mirrors no ``policy``.
+            SparringError: No state dict was given and the generator mirrors no ``policy``; or the engine
+                slept and the push leaves some of ``policy``'s weights out.
         """
         with self._lock:
             tensors = weights_to_push(self, state_dict)
+            del state_dict
+            if self._asleep:
+                _check_whole(tensors, self.policy)
             if self._asleep == "all":  # slept without wake_up: the weights' memory first
                 self.llm.wake_up(tags=["weights"])
+                self._asleep = "kv_cache"
             self._push(tensors)
-            if self._asleep:  # the KV cache only now, after the push (:meth:`wake_up`)
+            # The KV cache only now (:meth:`wake_up`), and without the pushed tensors: under fsdp they are the
+            # whole weights gathered from the shards, which must not share the GPU with it.
+            del tensors
+            if self._asleep:
                 self.llm.wake_up(tags=["kv_cache"])
                 self._asleep = None
             self._version += 1

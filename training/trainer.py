@@ -450,20 +450,25 @@ def check_launcher(config: TrainConfig, device: str, environ: dict[str, str] | N
     itself (``distributed``: its FSDP2 sums the ranks' gradients, :mod:`sparring.training.fsdp`), runs its
     passes on the unwrapped model and takes its precision from ``bf16``; accelerate's FSDP, DeepSpeed or
     Megatron plugins, its torch.compile, fp16 or bf16 against the run's ``bf16`` and its CPU flag against
-    ``device=cuda`` would each wrap the model differently or be dropped without a word. ``mixed_precision:
+    ``device=cuda`` would each wrap the model differently or be dropped without a word, and its gradient
+    accumulation steps would divide every loss the trainer backpropagates. ``mixed_precision:
     'no'`` passes: it is also what the launcher sends when its config names none.
 
     Raises:
         SparringError: One sentence naming the launcher's setting and the run's key to use instead.
     """
     env = os.environ if environ is None else environ
+
+    def on(name: str) -> bool:  # the spellings accelerate's own flag parsing takes as true
+        return env.get(name, "").strip().lower() in ("1", "true", "t", "yes", "y", "on")
+
     use = "scripts/accelerate/one-node.yaml or multi-node.yaml"
     for name, plugin, instead in (
         ("ACCELERATE_USE_FSDP", "FSDP", "set distributed=fsdp (the trainer shards the policy itself)"),
         ("ACCELERATE_USE_DEEPSPEED", "DeepSpeed", "set distributed=fsdp to shard the policy"),
         ("ACCELERATE_USE_MEGATRON_LM", "Megatron-LM", "set distributed=fsdp to shard the policy"),
     ):
-        if env.get(name, "false").lower() == "true":
+        if on(name):
             raise SparringError(
                 f"accelerate launch was configured for {plugin}, which this trainer does not use; launch with "
                 f"distributed_type MULTI_GPU ({use}) and {instead}."
@@ -481,7 +486,14 @@ def check_launcher(config: TrainConfig, device: str, environ: dict[str, str] | N
             f"accelerate launch asks for torch.compile (dynamo_backend {dynamo}), which this trainer's passes do not "
             "use; set dynamo_backend 'no' in the accelerate config."
         )
-    if device == "cuda" and env.get("ACCELERATE_USE_CPU", "false").lower() == "true":
+    steps = env.get("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "1").strip() or "1"
+    if steps != "1":
+        raise SparringError(
+            f"accelerate launch asks for gradient_accumulation_steps {steps}, which would divide every loss this "
+            "trainer backpropagates; leave it at 1 (each optimizer step already takes its whole mini-batch, and "
+            "updates_per_iteration sets how many steps an iteration takes)."
+        )
+    if device == "cuda" and on("ACCELERATE_USE_CPU"):
         raise SparringError(
             "accelerate launch was told to run on CPU (--cpu or use_cpu) but the run's device is cuda; drop the "
             "launcher's CPU setting, or set device=cpu."

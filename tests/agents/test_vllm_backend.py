@@ -94,6 +94,8 @@ class _SleepingEngine:
         self.llm = llm
         self.calls: list[tuple[Any, ...]] = []
         self.asleep: set[str] = set()
+        self.pushed: list[Any] = []  # weak references to the tensors of the pushes a test made
+        self.pushed_alive: list[int] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.llm, name)
@@ -105,6 +107,7 @@ class _SleepingEngine:
     def wake_up(self, tags: list[str] | None = None) -> bool:
         self.calls.append(("wake_up", *(tags or ["all"])))
         self.asleep -= set(tags or self.asleep)
+        self.pushed_alive.append(sum(ref() is not None for ref in self.pushed))  # a push's tensors left then
         return not self.asleep
 
     def collective_rpc(self, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -117,12 +120,22 @@ class _SleepingEngine:
         return self.llm.generate(*args, **kwargs)
 
 
+def _copies(model: Any, refs: list[Any]) -> dict[str, Any]:
+    """A copy of ``model``'s weights that only the caller's argument holds, each tensor's weak reference in ``refs``."""
+    import weakref
+
+    copies = {name: p.detach().clone() for name, p in model.named_parameters()}
+    refs[:] = [weakref.ref(t) for t in copies.values()]
+    return copies
+
+
 def test_on_cuda_the_engine_drops_its_weights_for_the_update_and_takes_its_kv_cache_back_after_the_push(
     engines: tuple[Any, Any],
 ) -> None:
     """Sleep level 2 (no host copy of the weights the push overwrites), the weights' memory back before the push,
-    the KV cache after it; generating in between is one sentence, not a sample from dropped weights. A contract
-    test: the engine's own sleep runs on CUDA only."""
+    the KV cache after it, once the pushed tensors are released; generating in between, or a push that leaves
+    weights out, is one sentence, not a sample from dropped weights. A contract test: the engine's own sleep runs
+    on CUDA only."""
     hf, engine = engines
     before = assert_same_greedy(hf, engine)
     real, engine.llm, engine._sleeps = engine.llm, _SleepingEngine(engine.llm), True
@@ -135,11 +148,16 @@ def test_on_cuda_the_engine_drops_its_weights_for_the_update_and_takes_its_kv_ca
                 engine.wake_up()
             with pytest.raises(SparringError, match=r"^the vllm engine slept through an update .*update_weights"):
                 engine.generate(chat_prompts(hf.tokenizer), greedy)
-            engine.update_weights()
+            partial = dict(list(hf.model.named_parameters())[:3])  # the dropped weights must all come back
+            with pytest.raises(SparringError, match=r"^the vllm engine dropped its weights .* leaves out \d+ of"):
+                engine.update_weights(partial)
+            # as under fsdp, a gathered copy of the whole weights that only the push holds
+            engine.update_weights(_copies(hf.model, engine.llm.pushed))
             assert engine.llm.calls == [
                 ("sleep", 2), ("wake_up", "weights"), ("collective_rpc", "reload_weights"), ("wake_up", "kv_cache"),
             ]  # fmt: skip
             assert not engine.llm.asleep
+            assert engine.llm.pushed_alive[-1] == 0  # the KV cache came back after the pushed copy was released
             again = assert_same_greedy(hf, engine)
             assert [x for row in again for x in row] == pytest.approx([x for row in before for x in row], abs=1e-6)
     finally:

@@ -194,6 +194,7 @@ def test_each_launcher_request_the_trainer_would_drop_is_refused(tmp_path: Path)
     check_launcher(bf16, "cuda", {**launcher, "ACCELERATE_MIXED_PRECISION": "bf16"})  # the launcher agrees
     check_launcher(plain, "cpu", {**launcher, "ACCELERATE_USE_CPU": "True"})  # `accelerate launch --cpu`, cpu run
     check_launcher(plain, "cpu", {})  # no launcher (torchrun, one process)
+    check_launcher(plain, "cuda", {**launcher, "ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "1"})
     refused = [
         (plain, "cuda", {"ACCELERATE_USE_DEEPSPEED": "true"}, "configured for DeepSpeed"),
         (plain, "cuda", {"ACCELERATE_USE_MEGATRON_LM": "true"}, "configured for Megatron-LM"),
@@ -202,6 +203,9 @@ def test_each_launcher_request_the_trainer_would_drop_is_refused(tmp_path: Path)
         (bf16, "cuda", {"ACCELERATE_MIXED_PRECISION": "fp8"}, "mixed_precision fp8 but the run's bf16 is True"),
         (plain, "cuda", {"ACCELERATE_DYNAMO_BACKEND": "INDUCTOR"}, "torch.compile (dynamo_backend inductor)"),
         (plain, "cuda", {"ACCELERATE_USE_CPU": "True"}, "told to run on CPU (--cpu or use_cpu) but the run's device"),
+        (plain, "cuda", {"ACCELERATE_USE_FSDP": "1"}, "configured for FSDP"),  # accelerate's flags take 1, yes, on
+        (plain, "cuda", {"ACCELERATE_USE_CPU": "yes"}, "told to run on CPU"),
+        (plain, "cuda", {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "4"}, "gradient_accumulation_steps 4, which"),
     ]
     for config, device, environ, sentence in refused:
         with pytest.raises(SparringError, match=rf"^accelerate launch .*{re.escape(sentence)}.*\.$"):
