@@ -13,7 +13,8 @@ multiplied by 0) and every rank meets the others in the same layers in the same 
 
 Everything that needs whole weights gathers them: the generator after each update
 (:func:`full_state_dict`, every rank), a checkpoint (:func:`save_model`, rank 0 writes the same
-Hugging Face folder as an unsharded run). The KL reference is a :func:`replica` sharded like the policy.
+Hugging Face folder as an unsharded run). The KL reference is a :func:`replica` sharded across the ranks, under
+``ddp`` too (where the policy is whole on each rank): a sharded reference's forwards are collectives as well.
 """
 
 from __future__ import annotations
@@ -102,12 +103,12 @@ def _decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     return max(lists, key=len, default=[])
 
 
-def idle_passes(model: Any, passes: int) -> int:
-    """How many idle passes this rank makes after its ``passes`` real ones: the most any rank makes, less
-    its own, for a sharded model (every rank calls this); 0 otherwise, without meeting the other ranks."""
-    if not is_sharded(model):
-        return 0
-    return all_max(passes, _device(model)) - passes
+def idle_passes(passes: int, *models: Any) -> int:
+    """How many idle passes this rank makes after its ``passes`` real ones over ``models``: the most any rank
+    makes, less its own, where one of them is sharded (every rank calls this); 0 otherwise, without meeting the
+    other ranks."""
+    sharded = [model for model in models if model is not None and is_sharded(model)]
+    return all_max(passes, _device(sharded[0])) - passes if sharded else 0
 
 
 def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -117,8 +118,9 @@ def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def replica(model: torch.nn.Module) -> torch.nn.Module:
-    """A frozen copy of sharded ``model`` (the KL reference), sharded like it: each rank copies only its own
-    shards, so no rank ever holds the whole model twice."""
+    """A frozen copy of ``model`` (the KL reference) sharded across the ranks (every rank calls this), so no rank
+    ever holds a second whole copy: a sharded ``model``'s ranks copy their own shards; an unsharded one's (``ddp``,
+    whole on every rank) each keep their slice of it. Its forwards are then collectives, as a sharded policy's."""
     from transformers import AutoModelForCausalLM
 
     source = next(model.parameters())
@@ -127,8 +129,12 @@ def replica(model: torch.nn.Module) -> torch.nn.Module:
     shard(twin)
     twin.to_empty(device=source.device)
     with torch.no_grad():
-        for (_, mine), (_, theirs) in zip(twin.named_parameters(), model.named_parameters(), strict=True):
-            _local(mine).copy_(_local(theirs))
+        if is_sharded(model):
+            for (_, mine), (_, theirs) in zip(twin.named_parameters(), model.named_parameters(), strict=True):
+                _local(mine).copy_(_local(theirs))
+        else:
+            load_model_state(twin, model.state_dict())
+        for mine in twin.parameters():
             mine.requires_grad_(False)
         for (_, buffer), (_, source_buffer) in zip(twin.named_buffers(), model.named_buffers(), strict=True):
             buffer.copy_(source_buffer)  # not sharded (rotary frequencies); to_empty left them unset

@@ -209,8 +209,9 @@ class Trainer:
         local_loss = 0.0
         self.optimizer.zero_grad(set_to_none=True)
         batches = token_batches(sequences, self.config.update_tokens_per_batch, self.share_prefix)
-        # fsdp: each pass meets the other ranks, so all make as many as the busiest (counted before any pass)
-        for batch in batches + [[IDLE]] * idle_passes(self.policy_model, len(batches)):
+        # fsdp (or the KL reference sharded under ddp): each pass meets the other ranks, so all make as many as the
+        # busiest (counted before any pass)
+        for batch in batches + [[IDLE]] * idle_passes(len(batches), self.policy_model, self.reference):
             loss = score(batch, total_tokens)
             if batch[0] is IDLE:
                 loss = loss * 0
@@ -370,7 +371,7 @@ class Trainer:
         Computed with the model in eval mode (dropout off, as the generator sampled), train mode restored after.
         """
         batches = token_batches(sequences, self.config.update_tokens_per_batch, self.share_prefix)
-        idle = idle_passes(self.policy_model, len(batches))
+        idle = idle_passes(len(batches), self.policy_model)
         if not batches and not idle:
             return {}
         was_training = self.model.training
@@ -410,7 +411,9 @@ class Trainer:
                 into the copy, whatever the policy has become since (a resumed run). None: the policy as it is.
         """
         if self.config.kl_coef > 0 and self.reference is None:
-            if is_sharded(self.policy_model):  # sharded like the policy: no rank holds a whole copy
+            # Several ranks: sharded across them (under ddp too, where the policy is whole on each), so no rank
+            # holds a whole second copy; one process keeps a whole one.
+            if is_sharded(self.policy_model) or self.accelerator.num_processes > 1:
                 self.reference = replica(self.policy_model)
                 if load_start is not None:
                     load_start(self.reference)

@@ -15,6 +15,7 @@ import torch
 
 from sparring import SparringError
 from sparring.training.config import load_config
+from sparring.training.fsdp import is_sharded
 from sparring.training.trainer import Trainer
 from tests.training.conftest import tiny_model
 from tests.training.ranks_worker import SCENARIO_OVERRIDES, SETTINGS, fsdp_demos, fsdp_rollouts
@@ -64,6 +65,30 @@ def test_an_fsdp_update_equals_the_single_process_update(
     for rank in (first, second):
         assert 0.45 < rank["reference_bytes"] / whole < 0.55
         assert 0.45 < rank["bytes"]["parameters"] / whole < 0.55
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_under_ddp_the_kl_reference_is_sharded_across_the_ranks_and_the_update_is_the_same(
+    smol_tokenizer: Any, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    # fsdp_update's steps with the policy whole on each rank: the reference's forwards are then the only collectives
+    # of a pass, and rank 1 (an episode a pass: 2 passes against rank 0's 3) must still make as many of them
+    one_each = "update_tokens_per_batch=1"
+    first, second = two_ranks("fsdp_update", tiny_model_dir, tmp_path / "ddp", "distributed=ddp", one_each)
+    assert not first["sharded"] and first["reference_sharded"] and second["reference_sharded"]
+    ranks = torch.load(tmp_path / "ddp" / "run" / "weights.pt")
+    trainer = _single(smol_tokenizer, tmp_path / "one", *SCENARIO_OVERRIDES["fsdp_update"], one_each)
+    trainer.supervised(fsdp_demos(0) + fsdp_demos(1), epochs=1, lr=0.01)
+    trainer.freeze_reference()
+    assert trainer.reference is not None and not is_sharded(trainer.reference)  # one process: one whole copy
+    trainer.reinforce(fsdp_rollouts(0) + fsdp_rollouts(1))
+    single = {k: v.detach() for k, v in trainer.policy_model.state_dict().items()}
+    assert _worst(ranks, single) < TOLERANCE
+    whole = sum(v.numel() * v.element_size() for v in trainer.policy_model.parameters())
+    for rank in (first, second):
+        assert 0.45 < rank["reference_bytes"] / whole < 0.55  # half of the reference on each of the two ranks
+        assert rank["bytes"]["parameters"] == whole  # and the whole policy
 
 
 @pytest.mark.slow

@@ -50,6 +50,7 @@ def launch(
     Returns every rank's result of each scenario, by name.
     """
     out = tmp_path / f"{'+'.join(scenarios)}.json"
+    tmp_path.mkdir(parents=True, exist_ok=True)
     with socket.socket() as s:  # a free loopback port for the rendezvous
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
