@@ -150,6 +150,9 @@ def fsdp_update(trainer: Trainer, rank: int) -> dict[str, Any]:
     trainer.supervised(fsdp_demos(rank), epochs=1, lr=0.01)
     trainer.freeze_reference()
     assert trainer.reference is not None
+    seq = to_sequence(fsdp_rollouts(0)[0].episode)  # the same on every rank: the passes meet the other ranks
+    with torch.no_grad():
+        ours, reference = action_logprobs(trainer.policy_model, seq), action_logprobs(trainer.reference, seq)
     trainer.reinforce(fsdp_rollouts(rank))
     weights = full_state_dict(trainer.policy_model)
     if rank == 0:
@@ -157,6 +160,7 @@ def fsdp_update(trainer: Trainer, rank: int) -> dict[str, Any]:
     return {
         "sharded": is_sharded(trainer.policy_model),
         "reference_sharded": is_sharded(trainer.reference),
+        "reference_error": float((ours - reference).abs().max()),  # the frozen copy scores as the policy did
         "reference_bytes": resident_bytes(trainer.reference, trainer.optimizer)["parameters"],
         "bytes": resident_bytes(trainer.policy_model, trainer.optimizer),
     }

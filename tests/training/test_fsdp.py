@@ -51,6 +51,7 @@ def test_an_fsdp_update_equals_the_single_process_update(
 ) -> None:
     (first, second), folder = fsdp[0]["fsdp_update"], fsdp[1]
     assert first["sharded"] and second["sharded"] and first["reference_sharded"]
+    assert first["reference_error"] < 1e-6 and second["reference_error"] < 1e-6
     sharded = torch.load(folder / "fsdp_update" / "run" / "weights.pt")
     trainer = _single(smol_tokenizer, tmp_path, *SCENARIO_OVERRIDES["fsdp_update"])
     start = {k: v.detach().clone() for k, v in trainer.policy_model.state_dict().items()}
@@ -77,6 +78,7 @@ def test_under_ddp_the_kl_reference_is_sharded_across_the_ranks_and_the_update_i
     one_each = "update_tokens_per_batch=1"
     first, second = two_ranks("fsdp_update", tiny_model_dir, tmp_path / "ddp", "distributed=ddp", one_each)
     assert not first["sharded"] and first["reference_sharded"] and second["reference_sharded"]
+    assert first["reference_error"] < 1e-6 and second["reference_error"] < 1e-6  # the policy's slices, reassembled
     ranks = torch.load(tmp_path / "ddp" / "run" / "weights.pt")
     trainer = _single(smol_tokenizer, tmp_path / "one", *SCENARIO_OVERRIDES["fsdp_update"], one_each)
     trainer.supervised(fsdp_demos(0) + fsdp_demos(1), epochs=1, lr=0.01)
