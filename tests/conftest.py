@@ -35,6 +35,7 @@ HEAVY_FIRST = (
     "tests/agents/test_vllm_backend.py",  # 110 s
     "tests/training/test_demos.py",  # 109 s
     "tests/agents/test_vllm_server.py",  # 108 s
+    "tests/training/test_server_ranks.py",  # 73-87 s alone (2026-11-27, cpu-2c-zen4; opt-in before)
     "tests/training/test_judging.py",  # 107 s
     "tests/envs/swe/test_bugstore.py",  # 98 s
     "tests/containers/test_sandbox.py",  # 96 s

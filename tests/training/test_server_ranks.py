@@ -6,7 +6,6 @@ the new weights from the same server.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,14 +16,7 @@ from tests.agents.vllm_fixtures import require_vllm, vllm_server
 from tests.training.conftest import tiny_vllm_model
 from tests.training.test_ranks import two_ranks
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.model,
-    pytest.mark.timeout(1500),
-    pytest.mark.skipif(
-        os.environ.get("SPARRING_LONG_TESTS") != "1", reason="minutes of a vLLM server; set SPARRING_LONG_TESTS=1"
-    ),
-]
+pytestmark = [pytest.mark.slow, pytest.mark.model, pytest.mark.timeout(1500)]
 
 
 @pytest.fixture(scope="module")
