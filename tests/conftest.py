@@ -30,12 +30,12 @@ HEAVY_FIRST = (
     "tests/agents/test_runner.py",  # 197 s
     "tests/training/test_game.py",  # 159 s
     "tests/training/test_learning.py",  # 157 s
+    "tests/training/test_server_ranks.py",  # 143 s alone, two servers (2026-11-27, cpu-2c-zen4; opt-in before)
     "tests/training/test_fsdp.py",  # 114 s
     "tests/agents/test_swe_bench_export.py",  # 113 s
     "tests/agents/test_vllm_backend.py",  # 110 s
     "tests/training/test_demos.py",  # 109 s
     "tests/agents/test_vllm_server.py",  # 108 s
-    "tests/training/test_server_ranks.py",  # 73-87 s alone (2026-11-27, cpu-2c-zen4; opt-in before)
     "tests/training/test_judging.py",  # 107 s
     "tests/envs/swe/test_bugstore.py",  # 98 s
     "tests/containers/test_sandbox.py",  # 96 s

@@ -287,7 +287,8 @@ class TrainConfig:
     """On CUDA, the share of each GPU the vllm backend's engine takes for its weights and KV cache (it sleeps
     during the update, so the trainer has it then); the CPU engine reserves a fixed KV cache instead."""
     server_url: str = "http://127.0.0.1:8000/v1"
-    """The server backend's vLLM server, ``/v1`` included."""
+    """The server backend's vLLM server, ``/v1`` included; several, comma-separated, for several ranks: rank r
+    samples from the (r mod n)-th of n, and rank i pushes each update's weights to the i-th."""
     server_weights_dir: str = ""
     """A folder the trainer writes and the server reads (shared file system; empty: ``<out>/server_weights``)."""
     server_timeout: float = 600.0

@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
-__all__ = ["all_sum", "all_max", "barrier", "gather_objects", "mean_by_key", "rank", "sum_gradients"]
+__all__ = ["all_sum", "all_max", "barrier", "gather_objects", "mean_by_key", "rank", "sum_gradients", "world_size"]
 
 #: Elements per flattened all-reduce of the gradients (64 MiB of float32): few calls, bounded extra memory.
 BUCKET = 1 << 24
@@ -29,6 +29,11 @@ def _active() -> bool:
 def rank() -> int:
     """This process's rank (0 with one process)."""
     return dist.get_rank() if _active() else 0
+
+
+def world_size() -> int:
+    """How many ranks the run has (1 with one process)."""
+    return dist.get_world_size() if _active() else 1
 
 
 def barrier() -> None:

@@ -208,7 +208,8 @@ def _greedy_against_own_scores(trainer: Trainer, prompt: list[int]) -> tuple[lis
 
 
 def server(trainer: Trainer, rank: int) -> dict[str, Any]:
-    """Both ranks sample from one vLLM server (``backend=server``), update on their own episodes, sample again."""
+    """The ranks sample from a vLLM server (``backend=server``; one for both, or one each), update on their own
+    episodes, sample again."""
     from safetensors.torch import load_file
 
     generator: Any = trainer.generator
@@ -235,6 +236,7 @@ def server(trainer: Trainer, rank: int) -> dict[str, Any]:
         "error_after": error_after,
         "changed": before != after,
         "file_is_the_policy": all(torch.equal(pushed[n], p.detach()) for n, p in params),
+        "server": str(generator.admin.base_url),
     }
 
 

