@@ -68,7 +68,7 @@ def test_two_ranks_with_a_server_each_push_each_update_to_their_own(
         assert rank["changed"]
 
 
-def test_more_servers_than_ranks_is_one_sentence(tmp_path: Path) -> None:
+def test_more_servers_than_ranks_or_none_is_one_sentence(tmp_path: Path) -> None:
     from sparring import SparringError
     from sparring.training.backends import server_for_rank
     from sparring.training.config import load_config
@@ -76,5 +76,8 @@ def test_more_servers_than_ranks_is_one_sentence(tmp_path: Path) -> None:
     two = load_config(None, [f"out={tmp_path}", "backend=server", "server_url=http://a:8000/v1, http://b:8000/v1"])
     with pytest.raises(SparringError, match=r"^server_url names 2 servers but the run has 1 rank\(s\)"):
         server_for_rank(two)
+    empty = load_config(None, [f"out={tmp_path}", "backend=server", "server_url= , "])
+    with pytest.raises(SparringError, match=r"^server_url is empty; give the vLLM server's URL"):
+        server_for_rank(empty)
     one = load_config(None, [f"out={tmp_path}", "backend=server", "server_url=http://a:8000/v1"])
     assert server_for_rank(one) == ("http://a:8000/v1", tmp_path / "server_weights", True)
