@@ -160,8 +160,8 @@ def test_on_cuda_the_engine_drops_its_weights_for_the_update_and_takes_its_kv_ca
             assert engine.llm.pushed_alive[-1] == 0  # the KV cache came back after the pushed copy was released
             again = assert_same_greedy(hf, engine)
             assert [x for row in again for x in row] == pytest.approx([x for row in before for x in row], abs=1e-6)
-    finally:
-        engine.llm, engine._sleeps = real, False
+    finally:  # the module's other tests use the engine: awake, whatever this one left
+        engine.llm, engine._sleeps, engine._asleep = real, False, None
 
 
 def test_a_thread_other_than_the_engines_generates_with_fewer_threads_than_cores(engines: tuple[Any, Any]) -> None:
