@@ -215,9 +215,7 @@ class VLLMGenerator:
             del state_dict
             if self._asleep:
                 _check_whole(tensors, self.policy)
-            if self._asleep == "all":  # slept without wake_up: the weights' memory first
-                self.llm.wake_up(tags=["weights"])
-                self._asleep = "kv_cache"
+            self.wake_up()  # the weights' memory, where the caller slept the engine without waking it
             self._push(tensors)
             # The KV cache only now (:meth:`wake_up`), and without the pushed tensors: under fsdp they are the
             # whole weights gathered from the shards, which must not share the GPU with it.
