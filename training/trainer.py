@@ -69,7 +69,8 @@ class Trainer:
 
     Args:
         config: The run's settings.
-        model: An already loaded causal LM to train (tests pass a tiny one); None loads ``config.model``.
+        model: An already loaded causal LM to train (tests pass a tiny one), moved to the run's device; None loads
+            ``config.model``.
         tokenizer: Its tokenizer, with ``model``.
     """
 
@@ -93,7 +94,12 @@ class Trainer:
         name = None if config.model in ("", "default") else config.model
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(name)
         dtype = weights_dtype(config.dtype, device)
-        loaded = model if model is not None else load_model(name, device=str(self.accelerator.device), dtype=dtype)
+        # a model passed in goes where a loaded one would (the generator is built on it before any wrapper moves it)
+        loaded = (
+            model.to(self.accelerator.device)
+            if model is not None
+            else load_model(name, device=str(self.accelerator.device), dtype=dtype)
+        )
         self.policy_model: Any  # the HF model (sharded under fsdp), whichever wrapper ``self.model`` is
         self.sampled_model: Any  # the model the generator was built on: the policy, or a copy it samples from
         sharded = config.distributed == "fsdp" and self.accelerator.num_processes > 1

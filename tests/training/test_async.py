@@ -149,7 +149,7 @@ def test_the_importance_weight_is_one_on_fresh_episodes_and_corrects_stale_ones(
     assert fresh["tis_max"] == pytest.approx(1.0, abs=1e-4)
     # The same episodes one update later (as async_rollouts trains them): w = π_old / μ, by hand for every token.
     with torch.no_grad():
-        old = torch.cat([action_logprobs(trainer.policy_model, to_sequence(r.episode)) for r in rollouts])
+        old = torch.cat([action_logprobs(trainer.policy_model, to_sequence(r.episode)).cpu() for r in rollouts])
     behaviour = torch.cat([to_sequence(r.episode).behaviour_logprobs for r in rollouts])
     weights = torch.exp(old - behaviour)
     stale = trainer.update(rollouts, np.random.default_rng(0)).extra or {}

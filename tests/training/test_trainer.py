@@ -118,10 +118,11 @@ def test_action_scores_entropy_matches_the_distribution(smol_tokenizer: Any, tmp
     seq = to_sequence(_episode([1, 2, 3, 4], [5, 6, 7]))
     with torch.no_grad():
         logp, entropy = action_scores(trainer.model, seq, temperature=0.7)
-        logits = trainer.model(input_ids=seq.input_ids.unsqueeze(0)).logits[0, seq.targets - 1].float() / 0.7
+        ids = seq.input_ids.to(trainer.accelerator.device)  # on a GPU too
+        logits = trainer.model(input_ids=ids.unsqueeze(0)).logits[0, seq.targets - 1].float() / 0.7
     dist = torch.distributions.Categorical(logits=logits)
     assert torch.allclose(entropy, dist.entropy(), atol=1e-4)
-    assert torch.allclose(logp, dist.log_prob(seq.input_ids[seq.targets]), atol=1e-4)
+    assert torch.allclose(logp, dist.log_prob(ids[seq.targets]), atol=1e-4)
 
 
 def test_padding_to_a_bucket_changes_neither_the_logprobs_nor_their_gradient(
@@ -140,7 +141,7 @@ def test_padding_to_a_bucket_changes_neither_the_logprobs_nor_their_gradient(
         grads = [p.grad.clone() for p in model.parameters() if p.grad is not None]
         assert len(grads) > 2
         model.zero_grad()
-        ids = seq.input_ids.unsqueeze(0)
+        ids = seq.input_ids.unsqueeze(0).to(trainer.accelerator.device)
         plain = torch.log_softmax(model(input_ids=ids).logits[0, seq.targets - 1].float(), -1)
         plain = plain.gather(-1, ids[0, seq.targets].unsqueeze(-1)).sum()
         plain.backward()
