@@ -4,7 +4,9 @@ different work as in real runs.
 Arguments: the scenario's name (or several, comma-separated, run one after the other), the JSON file rank 0 writes
 (each scenario's results of every rank, in rank order), the tiny model's folder, then config overrides
 (``distributed=fsdp``). The process group is opened with a short timeout first, so a collective that one rank
-never joins fails the run instead of hanging it.
+never joins fails the run instead of hanging it: gloo on CPU; on a CUDA machine (the trainer's ``device: auto``)
+NCCL, with gloo beside it for the objects, as a GPU run has it. A machine with fewer GPUs than ranks (one GPU
+lent to check these paths) shares them (:func:`share_gpus`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,21 @@ def _episode(action: list[int], reward: float = 1.0) -> Episode:
     ep.turns.append(Turn(action="a", observation="", reward=reward))
     ep.terminated = True
     return ep
+
+
+def share_gpus() -> None:
+    """Where this machine has fewer GPUs than the launch has ranks (every rank of a test runs on this machine, its
+    "nodes" too), the ranks share them: a local rank r uses GPU r mod n. Call before the process group opens.
+
+    Only for checking multi-rank code on a machine with one GPU: NCCL refuses two ranks of one host on one
+    device, so each rank then names a host of its own (``NCCL_HOSTID``) and the ranks talk through loopback
+    sockets, as ranks on separate nodes would (the same collectives, slower than NVLink).
+    """
+    count, ranks = torch.cuda.device_count(), int(os.environ.get("WORLD_SIZE", "1"))
+    if 0 < count < ranks:
+        os.environ["LOCAL_RANK"] = str(int(os.environ["LOCAL_RANK"]) % count)
+        os.environ["NCCL_HOSTID"] = f"sparring-rank-{os.environ['RANK']}"
+        os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
 
 
 def _checksum(trainer: Trainer) -> float:
@@ -101,7 +118,7 @@ def tokens(trainer: Trainer, rank: int) -> dict[str, Any]:
     inner.register_step_pre_hook(record)
     trainer.supervised([demos[rank]], epochs=1, lr=0.01)
     # The same loss in one process: a fresh copy of the starting weights, all 8 tokens, one token-level mean.
-    reference = tiny_model(trainer.tokenizer, seed=0)
+    reference = tiny_model(trainer.tokenizer, seed=0).to(trainer.accelerator.device)
     reference.train()
     total = sum(-action_logprobs(reference, to_sequence(ep)).sum() for ep in demos.values()) / 8
     total.backward()
@@ -116,8 +133,11 @@ def tokens(trainer: Trainer, rank: int) -> dict[str, Any]:
 def resume(trainer: Trainer, rank: int) -> dict[str, Any]:
     """Save, draw, draw more, load: each rank must draw again what it drew right after the save."""
 
+    cuda = trainer.accelerator.device.type == "cuda"
+
     def draws() -> list[float]:
-        return [float(trainer.rng.random()), random.random(), float(np.random.rand()), float(torch.rand(1))]
+        drawn = [float(trainer.rng.random()), random.random(), float(np.random.rand()), float(torch.rand(1))]
+        return drawn + ([float(torch.rand(1, device=trainer.accelerator.device))] if cuda else [])
 
     folder = save_checkpoint(trainer)
     assert folder is not None
@@ -311,7 +331,11 @@ MODELS: dict[str, Callable[[Any, str], Any]] = {
 
 def main() -> None:
     names, out, model_dir, overrides = sys.argv[1].split(","), Path(sys.argv[2]), sys.argv[3], sys.argv[4:]
-    dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+    cuda = torch.cuda.is_available() and "device=cpu" not in overrides
+    if cuda:
+        share_gpus()
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    dist.init_process_group("cuda:nccl,cpu:gloo" if cuda else "gloo", timeout=timedelta(seconds=60))
     tokenizer = load_tokenizer(model_dir)
     results: dict[str, list[dict[str, Any]]] = {}
     # Several scenarios share one launch (the ranks' start costs more than most scenarios): each gets a trainer of its

@@ -41,7 +41,7 @@ def fsdp(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tupl
 
 def _worst(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
     assert set(a) == set(b)
-    return max(float((a[k].double() - b[k].double()).abs().max()) for k in a)
+    return max(float((a[k].double().cpu() - b[k].double().cpu()).abs().max()) for k in a)  # weights from a GPU too
 
 
 @pytest.mark.slow
@@ -52,7 +52,7 @@ def test_an_fsdp_update_equals_the_single_process_update(
     (first, second), folder = fsdp[0]["fsdp_update"], fsdp[1]
     assert first["sharded"] and second["sharded"] and first["reference_sharded"]
     assert first["reference_error"] < 1e-6 and second["reference_error"] < 1e-6
-    sharded = torch.load(folder / "fsdp_update" / "run" / "weights.pt")
+    sharded = torch.load(folder / "fsdp_update" / "run" / "weights.pt", map_location="cpu")
     trainer = _single(smol_tokenizer, tmp_path, *SCENARIO_OVERRIDES["fsdp_update"])
     start = {k: v.detach().clone() for k, v in trainer.policy_model.state_dict().items()}
     trainer.supervised(fsdp_demos(0) + fsdp_demos(1), epochs=1, lr=0.01)
@@ -79,7 +79,7 @@ def test_under_ddp_the_kl_reference_is_sharded_across_the_ranks_and_the_update_i
     first, second = two_ranks("fsdp_update", tiny_model_dir, tmp_path / "ddp", "distributed=ddp", one_each)
     assert not first["sharded"] and first["reference_sharded"] and second["reference_sharded"]
     assert first["reference_error"] < 1e-6 and second["reference_error"] < 1e-6  # the policy's slices, reassembled
-    ranks = torch.load(tmp_path / "ddp" / "run" / "weights.pt")
+    ranks = torch.load(tmp_path / "ddp" / "run" / "weights.pt", map_location="cpu")
     trainer = _single(smol_tokenizer, tmp_path / "one", *SCENARIO_OVERRIDES["fsdp_update"], one_each)
     trainer.supervised(fsdp_demos(0) + fsdp_demos(1), epochs=1, lr=0.01)
     trainer.freeze_reference()
@@ -105,14 +105,14 @@ def test_a_checkpoint_saved_under_fsdp_loads_in_one_process(
     (first, second), folder = fsdp[0]["fsdp_checkpoint"], fsdp[1]
     for rank in (first, second):  # resumed under fsdp: the saved weights, in the policy and the generator
         assert rank["moved"] and rank["reloaded"] and rank["generator"]
-    saved = torch.load(folder / "fsdp_checkpoint" / "run" / "weights.pt")
+    saved = torch.load(folder / "fsdp_checkpoint" / "run" / "weights.pt", map_location="cpu")
     checkpoint = Path(first["folder"])
     model = AutoModelForCausalLM.from_pretrained(checkpoint / "model")  # what `sparring eval --model` loads
     assert type(model).__name__ == "LlamaForCausalLM"
     assert all(torch.equal(v, saved[k]) for k, v in model.state_dict().items())
     trainer = _single(smol_tokenizer, tmp_path)
     load_checkpoint(trainer, checkpoint)  # the optimizer's state by parameter name into an unsharded optimizer
-    assert all(torch.equal(v, saved[k]) for k, v in trainer.policy_model.state_dict().items())
+    assert all(torch.equal(v.cpu(), saved[k]) for k, v in trainer.policy_model.state_dict().items())
     state = trainer.optimizer.optimizer.state
     assert len(state) == len(list(trainer.policy_model.parameters()))
     assert all(float(s["step"]) == 1 for s in state.values())
