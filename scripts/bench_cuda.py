@@ -12,9 +12,15 @@ tokens/s and peak GPU memory of each phase. The episodes come in groups of 4 att
 as in GRPO; ``--shared-prefix both`` measures the update with the group's prompt once per row
 (``update_shared_prefix``) and with one padded row per episode.
 
+Under ``torchrun`` each rank runs the same iteration with ``--distributed ddp|fsdp`` (the policy whole
+on every rank, or sharded) and the JSON gives every rank's peaks. On a machine with fewer GPUs than
+ranks the ranks share them (``tests/training/ranks_worker.py``'s ``share_gpus``: their NCCL traffic then
+goes through loopback sockets, so the seconds are not a multi-GPU node's; the memory is each rank's own).
+
 Usage (on the GPU machine, from the repository root)::
 
     python scripts/bench_cuda.py --size 1.5b --dtype bfloat16 --dtype float32 --episodes 16
+    PYTHONPATH=. torchrun --nproc_per_node 2 scripts/bench_cuda.py --size 1.5b --distributed fsdp
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import sys
 import tempfile
 import time
@@ -78,6 +85,7 @@ def one_setting(args: argparse.Namespace, dtype: str, checkpointing: bool, share
     config = TrainConfig(
         device=args.device, dtype=dtype, backend="hf", out=tempfile.mkdtemp(), gradient_checkpointing=checkpointing,
         update_tokens_per_batch=args.batch_tokens, kl_coef=0.0, update_shared_prefix=shared,
+        distributed=args.distributed,
     )
     trainer = Trainer(config, model=model, tokenizer=tokenizer)
     rng = torch.Generator().manual_seed(1)
@@ -113,7 +121,8 @@ def one_setting(args: argparse.Namespace, dtype: str, checkpointing: bool, share
         if iteration:
             rows.append(dict(generate_s=t_gen, update_s=t_upd, tokens=generated, trained_tokens=stats.tokens,
                              peak_generate=peak_gen, peak_update=peak()))
-        print(f"  {dtype} ckpt={checkpointing} shared={shared} it{iteration}: gen {t_gen:.1f}s ({generated} tok) "
+        print(f"  rank {trainer.rank} {dtype} ckpt={checkpointing} shared={shared} it{iteration}: gen {t_gen:.1f}s "
+              f"({generated} tok) "
               f"update {t_upd:.1f}s loss {stats.loss:.4f}", file=sys.stderr, flush=True)
     mean = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
     gib = 2**30
@@ -128,6 +137,15 @@ def one_setting(args: argparse.Namespace, dtype: str, checkpointing: bool, share
         "peak_gib_generate": round(mean["peak_generate"] / gib, 2),
         "peak_gib_update": round(mean["peak_update"] / gib, 2),
     }
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # every rank's own seconds, peaks and held state, in rank order
+        from sparring.training.fsdp import is_sharded, resident_bytes
+        from sparring.training.ranks import gather_objects
+
+        held = resident_bytes(trainer.policy_model, trainer.optimizer)
+        result.update({f"gib_{k}": round(v / gib, 2) for k, v in held.items()})  # the policy's, not the generator's
+        ranks: list[Any] = gather_objects({k: result[k] for k in result if "seconds" in k or "gib" in k})
+        result.update({k: [r[k] for r in ranks] for k in ranks[0]})
+        result.update(distributed=args.distributed, ranks=len(ranks), sharded=is_sharded(trainer.policy_model))
     del trainer, model
     if cuda:
         torch.cuda.empty_cache()
@@ -148,7 +166,15 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="Also write the JSON lines here.")
     parser.add_argument("--shared-prefix", choices=["on", "off", "both"], default="on",
                         help="update_shared_prefix: a group's prompt once per row (on), a row per episode (off).")
+    parser.add_argument("--distributed", choices=["ddp", "fsdp"], default="ddp",
+                        help="Under torchrun: the policy whole on every rank (ddp) or sharded (fsdp).")
     args = parser.parse_args()
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and args.device == "cuda":
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from tests.training.ranks_worker import share_gpus
+
+        share_gpus()
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))  # the models are built before the trainer
     for dtype in args.dtype or ["bfloat16"]:
         for checkpointing, shared in itertools.product(
             [True, False] if args.no_checkpointing else [True],
@@ -164,6 +190,8 @@ def main() -> None:
                           "shared_prefix": shared,
                           "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
             line = json.dumps(result)
+            if os.environ.get("RANK", "0") != "0":
+                continue
             print(line, flush=True)
             if args.out:
                 with args.out.open("a") as f:
