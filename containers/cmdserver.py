@@ -14,7 +14,8 @@ Operations:
   ``as_user`` the server does it as root and the written file is chowned to ``user``; with
   ``as_user`` (an account name) a child process does it as that account, with no supplementary
   groups and no capabilities, so the kernel refuses what that user's own commands could not do
-  (only regular files; ``PermissionError`` answers the rest).
+  (only regular files; ``PermissionError`` answers the rest). A root ``read`` takes only a regular
+  file that is not a link (a FIFO or a link planted where root reads answers ``OSError`` at once).
 - ``put_tar`` {dest, data, user} / ``get_tar`` {path, caps} -> {data, left_out}: a tar extracted
   into ``dest`` (owners as in the tar, or ``user`` when given) / a tar of ``path`` whose top entry
   is its base name (like ``docker cp``), read within ``caps`` (entries, tar bytes, bytes of one

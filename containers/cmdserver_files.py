@@ -6,6 +6,7 @@ the names here are the server's own. Kept apart so that each half stays readable
 """
 
 import base64
+import errno
 import io
 import json
 import os
@@ -97,12 +98,16 @@ def run_as(name, work):
 
 
 def open_regular(path, flags, mode=0o600):
-    """A descriptor of the regular file ``path``; O_NONBLOCK so that a planted FIFO cannot block the open."""
+    """A descriptor of the regular file ``path``; O_NONBLOCK so that a planted FIFO cannot block the open.
+
+    Anything else (FIFO, socket, device, folder) is refused with an errno, so that the host raises
+    an OSError, which the callers of a failed read already expect.
+    """
     fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
     kind = os.fstat(fd).st_mode
     if not stat.S_ISREG(kind):
         os.close(fd)
-        raise (IsADirectoryError if stat.S_ISDIR(kind) else OSError)(f"not a regular file: {path}")
+        raise OSError(errno.EISDIR if stat.S_ISDIR(kind) else errno.EINVAL, "not a regular file", path)
     return fd
 
 
@@ -156,17 +161,21 @@ def read_capped(f, path, max_bytes):
     return data
 
 
-def read_file(path, max_bytes=None):
-    with open(open_regular(path, os.O_RDONLY), "rb") as f:
+def read_file(path, max_bytes=None, flags=os.O_RDONLY):
+    with open(open_regular(path, flags), "rb") as f:
         return {"data": base64.b64encode(read_capped(f, path, max_bytes)).decode()}
 
 
 def op_read(req):
+    """Read one file: as a user with that user's rights, else as root a regular file that is no link.
+
+    Root reads paths the agent's processes can replace (a test report, a parser's output): a FIFO
+    there must not block the server, and a link must not show root what it points to.
+    """
     cap = req.get("max_bytes")
     if req.get("as_user"):
         return run_as(req["as_user"], lambda uid, gid: read_file(req["path"], cap))
-    with open(req["path"], "rb") as f:
-        return {"data": base64.b64encode(read_capped(f, req["path"], cap)).decode()}
+    return read_file(req["path"], cap, os.O_RDONLY | os.O_NOFOLLOW)
 
 
 def op_put_tar(req):
@@ -187,6 +196,15 @@ def op_put_tar(req):
             if os.path.lexists(target):
                 chown_tree(target, owner[0], owner[1])
     return {}
+
+
+def list_folder(path):
+    """The names in the folder ``path``; a link put in its place since it was looked at is refused, not followed."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        return os.listdir(fd)
+    finally:
+        os.close(fd)
 
 
 #: Examples named per kind of left-out entry (the counts are complete).
@@ -261,8 +279,8 @@ class CappedTree:
             if self.depth is not None and depth >= self.depth:
                 return self.leave_out("depth", arcname + "/")
             try:
-                names = sorted(os.listdir(path))
-            except OSError:
+                names = sorted(list_folder(path))
+            except OSError:  # vanished, or replaced by a link or a file meanwhile
                 return self.leave_out("unreadable", arcname + "/")
             for name in names:
                 if self.full():

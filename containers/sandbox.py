@@ -232,8 +232,10 @@ class Sandbox:
     def get_file(self, path: str, *, as_agent: bool = False, max_bytes: int | None = MAX_READ_BYTES) -> bytes:
         """The bytes of a file in the container, read as root, or as the sandbox user with ``as_agent``.
 
-        With ``as_agent`` the read has the sandbox user's rights alone (no supplementary groups,
-        no capabilities) and only regular files are read.
+        Only regular files are read. As root, a link in the last component is refused, not followed
+        (root reads paths the agent's processes may have replaced: a FIFO there fails at once). With
+        ``as_agent`` the read has the sandbox user's rights alone (no supplementary groups, no
+        capabilities).
 
         Args:
             path: The file.
@@ -243,6 +245,7 @@ class Sandbox:
         Raises:
             FileNotFoundError: There is no such file.
             PermissionError: ``as_agent`` and the sandbox user may not read it.
+            OSError: It is not a regular file, or (as root) it is a link.
             FileTooLargeError: The file holds more than ``max_bytes``.
         """
         request = {"op": "read", "path": self._abs(path), "max_bytes": max_bytes}

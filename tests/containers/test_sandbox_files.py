@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import time
+
 import pytest
 
 from sparring.containers.sandbox import DEFAULT_USER
@@ -100,3 +103,23 @@ def test_harness_root_files_still_work(box):
     assert box.get_file("/tmp/sparring-harness.conf") == b"k = v\n"
     with pytest.raises(ValueError):
         box.put_file("/repo/x", "", user="root", as_agent=True)
+
+
+def test_harness_reads_refuse_what_the_agent_planted_instead_of_waiting(box):
+    plant = (
+        "mkfifo /tmp/fifo && ln -s /etc/shadow /tmp/link && mkdir /tmp/folder && echo report > /tmp/file && "
+        "python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"/tmp/socket\")'"
+    )
+    assert box.exec(plant).ok  # as the sandbox user, like the agent's commands
+    # as root (the harness reading a report): regular files only, never through a link, and at once
+    refused = {"/tmp/fifo": errno.EINVAL, "/tmp/link": errno.ELOOP, "/tmp/socket": errno.ENXIO,
+               "/dev/zero": errno.EINVAL, "/tmp/folder": None}  # fmt: skip
+    for path, code in refused.items():
+        t0 = time.perf_counter()
+        with pytest.raises(IsADirectoryError if code is None else OSError) as raised:
+            box.get_file(path)
+        assert time.perf_counter() - t0 < 20, path  # a FIFO held the read for the whole 300 s file timeout
+        assert raised.value.errno == code, (path, raised.value)
+    assert box.get_file("/tmp/file") == b"report\n"
+    assert box.get_file("/etc/shadow").startswith(b"root:")  # root still reads its own files by their path
+    assert box.exec("echo alive").stdout == "alive\n"

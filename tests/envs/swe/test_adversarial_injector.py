@@ -9,7 +9,8 @@ bugs alone. The classes (docs/swe.md, "Threat model"):
    writes its own report or runs other tests; a parser that fails a repaired file;
 7. a bug that is on only sometimes (hash seed, chance, clock, environment) or fails only by timeout;
 8. filling the host's disk from a container (large, many small, sparse files, in every writable place);
-9. making the harness read back more than it can hold (huge files, many files, deep trees, long names).
+9. making the harness read back more than it can hold (huge files, many files, deep trees, long names),
+   or wait on what is not a file (a FIFO left where it reads the report).
 """
 
 from __future__ import annotations
@@ -258,6 +259,18 @@ def test_a_solvers_mess_is_read_back_within_the_caps(pool: Any, bug_verdicts: An
     left_out = " | ".join(info["outcome"]["left_out"])
     assert "past the 16777216 bytes read back at most" in left_out and "deeper than 32 levels" in left_out
     assert "Not read back, so not graded: " in obs
+
+
+def test_a_report_left_as_a_fifo_is_invalid_not_waited_on(pool: Any, files: dict[str, str]) -> None:  # noqa: F811
+    good = good_artifact(files)
+    # the real run, then a FIFO where the harness, as root, reads the report: a plain read waits on it for good
+    script = good.test_script.rstrip("\n") + '\nrm -f "$SPARRING_JUNIT"; mkfifo "$SPARRING_JUNIT"\n'
+    t0 = time.perf_counter()
+    result = validate_artifact(replace(good, test_script=script), pool.image, pool)
+    seconds = time.perf_counter() - t0
+    assert not result.valid and result.reason == "parser", (result.reason, result.detail)
+    assert "the script wrote no JUnit report to $SPARRING_JUNIT" in result.detail, result.detail
+    assert seconds < 120, seconds  # it took the 300 s file timeout while the server waited on the FIFO
 
 
 # ------------------------------------------------------------------------------------ controls
