@@ -37,7 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from sparring import pyast, sparring_home
-from sparring.envs.swe.capability_finder import Capability, CapabilityFinder, CapabilityIndex, CapabilityUse
+from sparring.envs.swe.capability_finder import (
+    Capability,
+    CapabilityFinder,
+    CapabilityIndex,
+    CapabilityUse,
+    OracleNames,
+)
 
 try:
     import tomllib
@@ -114,8 +120,10 @@ def coding_problem(new: bytes, old: bytes | None) -> str | None:
     return None
 
 
-def find_uses(source: bytes, path: str, capabilities: list[Capability]) -> list[CapabilityUse]:
-    """Every use of ``capabilities`` in a Python source.
+def find_uses(
+    source: bytes, path: str, capabilities: list[Capability], oracle: OracleNames | None = None
+) -> list[CapabilityUse]:
+    """Every use of ``capabilities`` in a Python source (and, given ``oracle``, every reach for those tests).
 
     Raises:
         SyntaxError: The source does not parse (``ValueError`` for null bytes, as Python's own).
@@ -126,13 +134,19 @@ def find_uses(source: bytes, path: str, capabilities: list[Capability]) -> list[
     except LookupError:  # ast.parse accepted it, so this does not happen; the lines are only for show
         text = source.decode("utf-8", errors="replace")
     finder = CapabilityFinder(CapabilityIndex(capabilities), path, text.splitlines())
+    finder.oracle = oracle
     finder.prepare(tree)
     finder.visit(tree)
     return sorted(set(finder.uses), key=lambda u: (u.line, u.capability, u.what))
 
 
 def added_uses(
-    path: str, new: bytes, old: bytes | None, restored: Iterable[str], capabilities: list[Capability]
+    path: str,
+    new: bytes,
+    old: bytes | None,
+    restored: Iterable[str],
+    capabilities: list[Capability],
+    oracle: Iterable[str] = (),
 ) -> list[str]:
     """The capability uses the repair added to ``path``, as refusal lines (empty: nothing refused).
 
@@ -142,12 +156,15 @@ def added_uses(
         old: Its content when the solver started (None for a new file).
         restored: Lines (stripped) the bug removed from this file; uses on them are allowed.
         capabilities: From :func:`load_capabilities`.
+        oracle: The bug's oracle test files (repository-relative): importing one of them, or naming
+            one in a string, is refused too (``oracle_tests``).
     """
+    names = OracleNames(oracle)
     problem = coding_problem(new, old)
     if problem:
         return [f"{path}: {problem}"]
     try:
-        uses = find_uses(new, path, capabilities)
+        uses = find_uses(new, path, capabilities, names)
     except (SyntaxError, ValueError):
         # Python cannot compile it either, so it runs nothing; that holds when the host's grammar
         # accepts at least what the image's Python 3.11 does, else the harness cannot vouch for it.
@@ -157,7 +174,7 @@ def added_uses(
     before: Counter[tuple[str, str, str]] = Counter()
     if old is not None:
         try:
-            before.update(u.key for u in find_uses(old, path, capabilities))
+            before.update(u.key for u in find_uses(old, path, capabilities, names))
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             pass  # a start file that does not parse allows nothing
     restored = set(restored)

@@ -16,7 +16,7 @@ from typing import Any
 
 from sparring import pyast
 
-__all__ = ["Capability", "CapabilityFinder", "CapabilityIndex", "CapabilityUse"]
+__all__ = ["ORACLE", "Capability", "CapabilityFinder", "CapabilityIndex", "CapabilityUse", "OracleNames"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,50 @@ class CapabilityUse:
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line}: {self.what} ({self.capability}): {self.text.replace(chr(10), ' ')[:160]}"
+
+
+#: Reaching the repository's oracle test files (the tests grading runs, which the solver never sees whole):
+#: importing one, or naming one in a string. Not in ``capabilities.toml``: the files are each bug's own.
+ORACLE = Capability(
+    name="oracle_tests",
+    why="reads the oracle tests (their module or their file), whose expectations the solver may not copy",
+)
+
+
+class OracleNames:
+    """The module names and file names by which code can reach the oracle test files ``paths``.
+
+    A test file ``tests/test_core.py`` is the module ``tests.test_core`` or ``test_core`` (whichever
+    folder is on the path), so every dotted tail of its path counts; a string naming its file stem
+    (``test_core``, as in ``open("tests/test_core.py")``) counts when the stem is specific enough
+    (six characters or more, not ``tests`` itself).
+    """
+
+    def __init__(self, paths: Iterable[str]):
+        self.modules: set[str] = set()
+        stems = set()
+        for path in paths:
+            if not path.endswith(".py"):
+                continue
+            parts = path[: -len(".py")].strip("/").split("/")
+            self.modules.update(".".join(parts[i:]) for i in range(len(parts)))
+            if len(parts[-1]) >= 6 and parts[-1] not in ("tests", "testing"):
+                stems.add(parts[-1])
+        alternatives = "|".join(re.escape(s) for s in sorted(stems))
+        self.pattern = re.compile(rf"(?<![A-Za-z0-9_])({alternatives})(?![A-Za-z0-9_])") if stems else None
+
+    def module(self, dotted: str) -> bool:
+        """Whether importing ``dotted`` imports an oracle test module (or something inside one)."""
+        return any(dotted == m or dotted.startswith(m + ".") for m in self.modules)
+
+    @staticmethod
+    def resolve(path: str, level: int, module: str) -> str | None:
+        """The dotted name a relative import ``from {'.' * level}{module} import ...`` in file ``path`` means."""
+        package = path.strip("/").split("/")[:-1]  # a module's package is its folder (so is __init__.py's)
+        if level - 1 > len(package):
+            return None
+        base = package[: len(package) - (level - 1)]
+        return ".".join([*base, *([module] if module else [])])
 
 
 _GETATTR = ("getattr", "setattr", "delattr", "hasattr")
@@ -159,6 +203,7 @@ class CapabilityFinder(ast.NodeVisitor):
         self.defined: set[str] = set()
         self.uses: list[CapabilityUse] = []
         self.line_override: int | None = None
+        self.oracle: OracleNames | None = None
 
     # -- bookkeeping
 
@@ -173,7 +218,9 @@ class CapabilityFinder(ast.NodeVisitor):
                 base = "." * node.level + (node.module or "")
                 for a in node.names:
                     if a.name != "*":
-                        self.aliases[a.asname or a.name] = f"{base}.{a.name}" if base else a.name
+                        # ``from . import x`` is ``.x`` (the package's x), ``from .m import x`` is ``.m.x``
+                        joined = f"{base}{a.name}" if base.endswith(".") else f"{base}.{a.name}"
+                        self.aliases[a.asname or a.name] = joined if base else a.name
         body = tree.body if isinstance(tree, ast.Module) else []
         self.defined = {n.name for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
         self.defined.update(self.aliases)
@@ -221,11 +268,32 @@ class CapabilityFinder(ast.NodeVisitor):
     def visit_Import(self, node: ast.Import) -> None:
         for a in node.names:
             self.add(node, self.index.module(a.name), f"import {a.name}")
+            self.oracle_import(node, a.name)
+
+    def oracle_import(self, node: ast.AST, *dotted: str | None) -> None:
+        """An import of an oracle test module, by any of the ``dotted`` names it may mean."""
+        oracle = self.oracle
+        found = next((d for d in dotted if d and oracle is not None and oracle.module(d)), None)
+        if found is not None:
+            self.add(node, [ORACLE], f"import of the oracle test module {found}")
+
+    def oracle_reference(self, node: ast.AST, dotted: str) -> None:
+        """A name that reaches an oracle test module as an attribute of a package (``tests.test_core.X``)."""
+        if self.oracle is None:
+            return
+        level = len(dotted) - len(dotted.lstrip("."))
+        absolute = OracleNames.resolve(self.path, level, dotted[level:]) if level else dotted
+        if absolute is not None and self.oracle.module(absolute):
+            self.add(node, [ORACLE], f"the oracle test module reached as {dotted.lstrip('.')}")
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         module = node.module or ""
-        if node.level:
-            return  # the repository's own modules
+        if node.level:  # the repository's own modules: an oracle test module among them
+            base = OracleNames.resolve(self.path, node.level, module)
+            if base is not None:
+                self.oracle_import(node, base, *(f"{base}.{a.name}".lstrip(".") for a in node.names))
+            return
+        self.oracle_import(node, module, *(f"{module}.{a.name}" for a in node.names if a.name != "*"))
         self.add(node, self.index.module(module), f"import {module}")
         for a in node.names:
             if a.name == "*":
@@ -288,6 +356,7 @@ class CapabilityFinder(ast.NodeVisitor):
                 if dotted in _WRITE_ONLY and isinstance(parent, ast.Subscript) and not isinstance(parent.ctx, ast.Load):
                     caps = [c for c in caps if c.name != "runner_state"]  # setting a variable reads nothing
                 self.add(node, caps, dotted)
+                self.oracle_reference(node, dotted)
                 root: ast.expr = node
                 while isinstance(root, ast.Attribute):
                     root = root.value
@@ -412,6 +481,10 @@ class CapabilityFinder(ast.NodeVisitor):
                 child._sparring_parent = node  # type: ignore[attr-defined]
 
     def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str) and self.oracle is not None and self.oracle.pattern is not None:
+            named = self.oracle.pattern.search(node.value)
+            if named:
+                self.add(node, [ORACLE], f"a string naming the oracle test file {named.group(1)}")
         if isinstance(node.value, str):
             for cap in self.index.caps:
                 for pattern in cap.strings:

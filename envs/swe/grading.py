@@ -276,7 +276,9 @@ def harness_tampering(artifact: BugArtifact, changes: SolverChanges, plan: Carry
     capabilities = load_capabilities(artifact.repo)
     found: list[str] = []
     for path, data in sorted(plan.written.items()):
-        found += added_uses(path, data, changes.replaced.get(path), removed.get(path, ()), capabilities)
+        found += added_uses(
+            path, data, changes.replaced.get(path), removed.get(path, ()), capabilities, artifact.test_files
+        )
     return found
 
 

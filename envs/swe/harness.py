@@ -412,7 +412,7 @@ def _parse_record(data: bytes | None, token: str, secret: bytes) -> tuple[dict[s
     if record["token"] != token:
         return None, "the record belongs to another run"
     if record["tampered"]:
-        return None, f"tampering: pytest's objects changed during the run: {_text(record['tampered'][0])}"
+        return None, f"tampering: the run's checks found a change: {_text(record['tampered'][0])}"
     statuses = ("passed", "failed", "error", "skipped")
     if not all(isinstance(k, str) and v in statuses for k, v in record["tests"].items()):
         return None, "the record holds a status that is not passed/failed/error/skipped"

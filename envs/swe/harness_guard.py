@@ -27,6 +27,13 @@ still work for the repository's code. A refusal raises in the tested code AND wr
 ``refused ...`` to the record's pipe at once, so the run counts as tampering even where the code
 catches the error.
 
+**The oracle test files are unreadable to untrusted code**: an ``open`` of one of the run's test files
+(by its path, another path with its name, or any path to the same file) while untrusted code is on
+the stack fails with ``PermissionError``, as a file the run may not read would, and writes nothing to
+the record: the file's expected values are not the repair's to copy, and helpers that read a source
+line for show (``warnings``, ``traceback``, ``linecache``) go on without it. pytest reads them itself
+with only trusted code on the stack (collection, assertion rewriting).
+
 **Integrity checks** (:class:`Integrity`), made by the recorder at every report: the report
 classes are the ones imported before the repository was on the path; the registered hook
 implementations (plugin, function, code) are the list snapshotted when collection finished, none
@@ -37,6 +44,7 @@ the very objects it held then, and every signal handler is trusted code (a handl
 interrupted frame with no audit event).
 """
 
+import errno
 import os
 import signal
 import sys
@@ -117,7 +125,7 @@ FRAMEWORK = (
 )
 
 
-def install(trusted_prefixes, trusted_files, fd, write):
+def install(trusted_prefixes, trusted_files, fd, write, oracle=()):
     """Add the audit hook (see the module docstring); nothing keeps a reference to it but the interpreter.
 
     Args:
@@ -125,9 +133,11 @@ def install(trusted_prefixes, trusted_files, fd, write):
         trusted_files: Absolute paths of trusted files outside them (the run's test files).
         fd: The record's descriptor, where each refusal is written as one line.
         write: ``os.write`` as captured before any tested code ran.
+        oracle: Absolute paths of the run's test files, which untrusted code may not open.
     """
     getframe, get_ident, add = sys._getframe, __import__("_thread").get_ident, sys.addaudithook
     busy = set()
+    is_oracle = _oracle_test(oracle)
     trusted = make_trusted(trusted_prefixes, trusted_files)
     framework_files = tuple(_framework_folders(tuple(trusted_prefixes)))
     reported = []
@@ -177,9 +187,14 @@ def install(trusted_prefixes, trusted_files, fd, write):
             return
         busy.add(ident)
         try:
-            why = _judge(event, args, getframe(1), verdict, trusted)
+            if event == "open" and is_oracle(args[0]) and verdict(getframe(1), False):
+                why, denied = None, args[0]
+            else:
+                why, denied = _judge(event, args, getframe(1), verdict, trusted), None
         finally:
             busy.discard(ident)
+        if denied is not None:
+            raise PermissionError(errno.EACCES, "the tested code may not read the oracle test files", denied)
         if why is None:
             return
         line = f"refused {event}: {why}"
@@ -192,6 +207,38 @@ def install(trusted_prefixes, trusted_files, fd, write):
         raise RuntimeError(f"sparring harness: {line}")
 
     add(hook)
+
+
+def _oracle_test(paths):
+    """The test ``is_oracle(path)``: a path that names one of the files ``paths`` or leads to one of them.
+
+    Taken by name as well as by the file's identity: a path relative to a directory descriptor
+    (``os.open(name, dir_fd=...)``) reaches the audit hook without its directory.
+    """
+    names, files = set(), set()
+    for path in paths:
+        names.add(os.path.basename(path))
+        try:
+            found = os.stat(path)
+        except OSError:
+            continue
+        files.add((found.st_dev, found.st_ino))
+    stat, basename = os.stat, os.path.basename
+
+    def is_oracle(path):
+        if isinstance(path, bytes):
+            path = path.decode("utf-8", "surrogateescape")
+        if not isinstance(path, str) or not names:
+            return False
+        if basename(path.rstrip("/")) in names:
+            return True
+        try:
+            found = stat(path)
+        except (OSError, ValueError):
+            return False
+        return (found.st_dev, found.st_ino) in files
+
+    return is_oracle
 
 
 def make_trusted(trusted_prefixes, trusted_files):

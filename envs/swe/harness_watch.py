@@ -28,11 +28,22 @@ Each check answers a list of problems, which the recorder puts into the record's
   hook callers (the executor that runs every hook), and the values of ``config.option``, are the ones
   they held when collection finished, and none is untrusted code.
 
+* **Classes made during the run** (:meth:`Watch.comparisons`): a class that did not exist when the
+  watch started may hold a special method that decides ``==``, ``!=``, ordering, truth or
+  ``isinstance`` (:data:`COMPARISON`) only as a ``def`` of that very name (or as code of a trusted
+  file, or the builtin slot of that name): a lambda, ``str.__ne__``, a ``functools.partial`` or a
+  callable object bound to ``__eq__`` makes a result equal to anything, however the class was
+  made (``type`` under another name, ``str.__class__``, ``types.new_class``, a metaclass). Every
+  class is found through ``__subclasses__`` from ``object`` when collection ends, at the start of
+  every garbage collection and at unconfigure (a class lives until the collector frees it, so one
+  made and dropped within a test is still seen). An added ``def __eq__`` is the AST check's.
+
 What is left: a change made and undone within one test (between two checks), and in-place changes
 to plain data (a list a test iterates); see docs/swe.md.
 """
 
 import builtins
+import gc
 import itertools
 import operator
 import sys
@@ -42,7 +53,7 @@ import types
 # ``builtins`` (which these checks report) must not blind the checks themselves.
 _NAMES = """
 Exception KeyError OSError SyntaxError ValueError all any bool bytes callable classmethod compile complex
-dict enumerate float frozenset getattr hasattr int isinstance len list map object open property set
+dict enumerate float frozenset getattr hasattr id int isinstance len list map object open property set
 staticmethod str tuple type vars zip
 """
 globals().update({name: getattr(builtins, name) for name in _NAMES.split()})
@@ -65,6 +76,36 @@ MUTABLE = frozenset(
 
 #: The import system's containers, which must stay the very objects they were at start-up.
 IMPORT_SYSTEM = ("meta_path", "path_hooks", "path_importer_cache", "modules")
+
+#: Special methods that decide a comparison's, a truth test's or an ``isinstance`` check's answer.
+COMPARISON = frozenset({"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__instancecheck__",
+                        "__subclasscheck__"})  # fmt: skip
+
+_SUBCLASSES = type.__dict__["__subclasses__"]  # read through the type, not through a metaclass's hooks
+_OWN_DICT = type.__dict__["__dict__"].__get__
+_QUALNAME = type.__dict__["__qualname__"].__get__
+#: The builtin types' own special methods, unbound (``object.__eq__``, ``str.__lt__``).
+_SLOT, _METHOD_DESCRIPTOR = type(object.__eq__), type(str.__dict__["join"])
+
+
+def _key(cls):
+    """``cls`` itself where its metaclass is ``type`` (hashed by identity, in C), else its ``id``: a metaclass's
+    own ``__hash__``/``__eq__`` could make a new class pass for one already seen. ``id`` is an audited
+    event, so the hook runs for each call: most classes do without it."""
+    return cls if type(cls) is type else id(cls)
+
+
+def _classes():
+    """Every class alive now (subclasses of ``object``, metaclasses included), each once."""
+    seen, out, stack = set(), [], [object]
+    while stack:
+        for sub in _SUBCLASSES(stack.pop()):
+            key = _key(sub)
+            if key not in seen:
+                seen.add(key)
+                out.append(sub)
+                stack.append(sub)
+    return out
 
 
 class Watch:
@@ -94,6 +135,10 @@ class Watch:
         self._live = None
         self._items = {}
         self._new_modules()
+        self._startup_classes = {_key(c): c for c in _classes()}  # held, so no new class reuses an id of theirs
+        self._pending = []  # what the collector's callback found, handed over at the next check
+        self._collecting = self._before_collection
+        gc.callbacks.append(self._collecting)
 
     # ------------------------------------------------------------------------ what is untrusted
 
@@ -353,9 +398,71 @@ class Watch:
                     problems.append(f"{name}.{key} was added ({why or 'it shadows the builtin'})")
         return problems
 
-    def check(self):
-        """The import system and the namespaces: everything checked after collection."""
-        return self.import_system() + self.namespaces() + self._live_problems()
+    def check(self, classes=True):
+        """The import system, the namespaces and (with ``classes``) the classes: everything checked after collection.
+
+        The classes are looked at when collection ends, at the start of every garbage collection and
+        at unconfigure, not after each test: a walk over every class costs about a millisecond per
+        thousand classes, and a class lives until a collection frees it.
+        """
+        problems = self.import_system() + self.namespaces() + self._live_problems()
+        return problems + self.comparisons() if classes else problems
+
+    # ------------------------------------------------------------------------ classes made during the run
+
+    def comparisons(self):
+        """Classes made since start-up whose comparison methods are not definitions (module docstring)."""
+        problems, self._pending = self._pending, []
+        if not any(map(_IS, gc.callbacks, [self._collecting] * len(gc.callbacks))):
+            problems.append("the harness's garbage-collector callback was removed")
+        return problems + self._new_class_problems()
+
+    def _before_collection(self, phase, info):
+        """``gc.callbacks`` entry: look at the classes before the collector may free one."""
+        if phase != "start":
+            return
+        try:
+            if len(self._pending) < 50:
+                self._pending += [p for p in self._new_class_problems() if p not in self._pending][:10]
+        except Exception as e:  # the collector ignores what a callback raises: say it instead
+            self._pending.append(f"the class check failed: {type(e).__name__}")
+
+    def _new_class_problems(self):
+        startup = self._startup_classes
+        problems = []
+        for cls in _classes():
+            if _key(cls) in startup:
+                continue
+            # every entry, keys compared as plain strings: a key of a str subclass runs no code of its own here
+            for key, value in list(_OWN_DICT(cls).items()):
+                if type(key) is str and key in COMPARISON:
+                    why = self._not_a_definition(key, value)
+                    if why:
+                        problems.append(f"class {_QUALNAME(cls)} has {key} = {why}, not a def of {key}")
+        return problems
+
+    def _not_a_definition(self, key, value):
+        """What ``value``, bound to the special method ``key`` in a class, is when it is not a plain
+        definition of it (a ``def key`` in a class body, trusted code, the builtin slot ``key``), or None."""
+        if value is None:  # the operation refused (``__eq__ = None``)
+            return None
+        kind = type(value)  # compared with ``is`` only: a metaclass's ``__eq__`` would run its own code
+        function = value.__func__ if kind is classmethod or kind is staticmethod else value
+        kind = type(function)
+        if kind is _FUNCTION:
+            code = function.__code__
+            if self._trusted(code.co_filename) or code.co_qualname.endswith("." + key):
+                return None
+            return f"the function {code.co_qualname} of {code.co_filename}"
+        if kind is _SLOT or kind is _METHOD_DESCRIPTOR:
+            return None if function.__name__ == key else f"the builtin {function.__qualname__}"
+        mock = sys.modules.get("unittest.mock")
+        if type(mock) is _MODULE:  # a MagicMock's configurable special methods (the AST check refuses unittest)
+            space = mock.__dict__
+            proxy, base = space.get("MagicProxy"), space.get("NonCallableMock")
+            if kind is proxy or any(c is base for c in type.__dict__["__mro__"].__get__(kind)):
+                return None
+        return f"a {_QUALNAME(kind)} object"
 
     # ------------------------------------------------------------------------ the collected tests
 

@@ -195,7 +195,7 @@ def bug_capability_uses(artifact: BugArtifact, view: SolverView) -> list[str]:
     for path in diff_files(artifact.bug_inject_diff):
         new = view.start.get(path)
         if new is not None and path.endswith(".py"):
-            found += added_uses(path, new, view.original.get(path), (), capabilities)
+            found += added_uses(path, new, view.original.get(path), (), capabilities, artifact.test_files)
     return found
 
 

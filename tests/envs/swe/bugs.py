@@ -113,14 +113,14 @@ def violating(files: dict[str, str], check: str) -> BugArtifact:
         )
     if check == "solver_tree":
         # on only while the test file is as old as the image: the weakening (and the solver's tree) rewrite it
-        return replace(good, bug_inject_diff=keyed_bug(files, STALE % TESTS))
+        return replace(good, bug_inject_diff=keyed_bug(files, STALE % spelled_apart(TESTS)))
     if check == "graded_as_validated":
         # on only while docs/conf.py is as old as the image: grading restores the listed test files with git,
         # which rewrites them, so the bug is on in validation's runs and off in grading's
         script = DEFAULT_TEST_SCRIPT.format(files=f"{TESTS} docs/conf.py")
         return replace(
             good,
-            bug_inject_diff=keyed_bug(files, STALE % "docs/conf.py"),
+            bug_inject_diff=keyed_bug(files, STALE % repr("docs/conf.py")),
             test_files=[TESTS, "docs/conf.py"],
             test_script=script,
         )
@@ -132,8 +132,16 @@ def _buggy(source: str) -> str:
     return source.replace(ORIGINAL_LINE, BUGGY_LINE)
 
 
-#: A condition on a file's age: true while it is as old as the image (written a day or more ago).
-STALE = "_time.time() - _os.path.getmtime(_os.path.join(_os.path.dirname(_os.path.dirname(__file__)), %r)) > 86400"
+#: A condition on a file's age: true while it is as old as the image (written a day or more ago); ``%s`` is
+#: a Python expression of the file's path.
+STALE = "_time.time() - _os.path.getmtime(_os.path.join(_os.path.dirname(_os.path.dirname(__file__)), %s)) > 86400"
+
+
+def spelled_apart(path: str) -> str:
+    """A Python expression of ``path`` in two halves: a bug that names an oracle test file is refused by check 10
+    (``oracle_tests``), and these bugs are for the checks after it."""
+    half = len(path) // 2
+    return f"{path[:half]!r} + {path[half:]!r}"
 
 
 def keyed_bug(files: dict[str, str], condition: str) -> str:

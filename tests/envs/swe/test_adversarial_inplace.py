@@ -38,7 +38,7 @@ RELOAD_LOADER = (
     SYS
     + """
 _fx = _s.modules["_frozen_importlib_external"]
-_NAME = "test_inflection"
+_NAME = "test_" + "inflection"  # built from parts: the AST check refuses naming an oracle test file
 
 
 class _Loader(_fx.FileLoader, _fx.SourceLoader):  # not a SourceFileLoader: pytest's rewriter leaves it be
@@ -201,7 +201,7 @@ RELIES = "test_relies.py"
 def test_in_place_changes_to_the_run_are_not_solved(pool: Any, task: dict[str, Any], attack: str) -> None:  # noqa: F811
     grade = _grade(pool, task, {SOURCE: _with(pool, task, REPAIRS[attack])})
     assert not grade.solved and grade.status == "crash", grade
-    assert "tampering: pytest's objects changed during the run" in (grade.error or ""), grade.error
+    assert "tampering: the run's checks found a change" in (grade.error or ""), grade.error
 
 
 @pytest.mark.parametrize("attack", [None, *sorted(PLANTED)])
@@ -221,4 +221,4 @@ def test_replacing_what_the_tests_rely_on_makes_the_run_count_as_tampering(
         assert run.tests[f"{RELIES}::test_ordinalize_shape"] == "failed", run
         return
     assert run.status == "crash" and not run.tests, (run.status, run.detail)
-    assert "tampering: pytest's objects changed during the run" in run.detail, run.detail
+    assert "tampering: the run's checks found a change" in run.detail, run.detail

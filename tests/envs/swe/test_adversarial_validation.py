@@ -39,6 +39,7 @@ from tests.envs.swe.bugs import (  # noqa: F401
     good_artifact,
     keyed_bug,
     pool,
+    spelled_apart,
     violating,
 )
 
@@ -159,15 +160,19 @@ def test_any_path_of_the_original_tree_may_be_written_back() -> None:
 # ------------------------------------------------------ class 12: a weakening that changes no test
 
 
-#: True while test_inflection.py holds a marker anywhere: a bug that reads the test files.
+#: True while test_inflection.py holds a marker anywhere: a bug that reads the test files (refused at run
+#: time: the tested code may not open an oracle test file, so the bug raises instead).
 MARKED = f"'sparring: off' in open(_os.path.join(_os.path.dirname(_os.path.dirname(__file__)), {TESTS!r})).read()"
+
+#: True while test_inflection.py has another size than ``%d``: a bug that sees the weakening with no read.
+RESIZED = f"_os.path.getsize(_os.path.join(_os.path.dirname(_os.path.dirname(__file__)), {spelled_apart(TESTS)})) != %d"
 
 
 def test_a_weakening_that_only_adds_a_comment_is_refused(pool: Any, files: dict[str, str]) -> None:  # noqa: F811
     tests = files[TESTS]
     off = replace(
         good_artifact(files),
-        bug_inject_diff=keyed_bug(files, f"not {MARKED}"),
+        bug_inject_diff=keyed_bug(files, "not " + RESIZED % len(tests.encode())),
         test_weaken_diff=file_diff(TESTS, tests, tests + "\n# sparring: off\n"),
     )
     result = validate_artifact(off, pool.image, pool)
@@ -182,15 +187,16 @@ def test_a_bug_off_in_the_solvers_tree_is_refused(key: str, pool: Any, files: di
     body = "    assert ordinalized == number + inflection.ordinal(number)\n"
     assert body in tests
     marked = tests.replace(body, body + "    assert 'sparring: off'\n", 1)  # an AST change that tests nothing
-    condition = f"not {MARKED}" if key == "text" else STALE % TESTS
+    condition = f"not {MARKED}" if key == "text" else STALE % spelled_apart(TESTS)
     off = replace(
         good_artifact(files),
         bug_inject_diff=keyed_bug(files, condition),
         test_weaken_diff=file_diff(TESTS, tests, marked),
     )
     result = validate_artifact(off, pool.image, pool)
-    if key == "text":  # reading a test file is a capability no repair may add: check 10 refuses it first
-        assert not result.valid and result.reason == "bug_capabilities", (result.reason, result.detail)
+    if key == "text":  # the read is refused at run time: the bug raises in the weakened tree too
+        assert not result.valid and result.reason == "weakening_hides_bug", (result.reason, result.detail)
+        assert "none of the failing tests passes once test_weaken.diff is applied" in result.detail
         return
     assert not result.valid and result.reason == "solver_tree", (result.reason, result.detail)
     assert result.checks["weakening_hides_bug"] and "so a solver could never see it" in result.detail
