@@ -394,6 +394,9 @@ class CapabilityFinder(ast.NodeVisitor):
                 self.add(node, self.index.flagged("dynamic_attributes"), f"{func} with a computed name")
         if self.builtin(node.func, ("type",)) and len(node.args) == 3:
             self.class_namespace(node, node.args[2])
+        for keyword in node.keywords:  # dict(__eq__=f), SimpleNamespace(__eq__=f): a definition by keyword
+            if keyword.arg is not None:
+                self._definition(node, keyword.arg)
         if isinstance(node.func, ast.Attribute) and node.func.attr in _NAMED_ATTRIBUTE_METHODS:
             # obj.__setattr__(name, v) or T.__setattr__(obj, name, v): the name is second from the end
             at = len(node.args) - (2 if node.func.attr == "__setattr__" else 1)

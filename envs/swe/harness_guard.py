@@ -28,11 +28,14 @@ still work for the repository's code. A refusal raises in the tested code AND wr
 catches the error.
 
 **The oracle test files are unreadable to untrusted code**: an ``open`` of one of the run's test files
-(by its path, another path with its name, or any path to the same file) while untrusted code is on
-the stack fails with ``PermissionError``, as a file the run may not read would, and writes nothing to
-the record: the file's expected values are not the repair's to copy, and helpers that read a source
-line for show (``warnings``, ``traceback``, ``linecache``) go on without it. pytest reads them itself
-with only trusted code on the stack (collection, assertion rewriting).
+(by its path, another path with its name, or any path to the same file), or a link made to one,
+fails with ``PermissionError`` unless it is done on the main thread with only trusted code on the
+stack and no trampoline (:data:`TRAMPOLINES`, a finalizer) between: work the repository queued
+runs under those, whoever calls the ``open``. Nothing goes to the record: the file's expected
+values are not the repair's to copy, and helpers that read a source line for show (``warnings``,
+``traceback``, ``linecache``) go on without it. pytest reads the files itself on the main thread
+with only trusted code on the stack (collection, assertion rewriting). The run's user can neither
+rename nor hard-link them (they are not its own, nor is their folder).
 
 **Integrity checks** (:class:`Integrity`), made by the recorder at every report: the report
 classes are the ones imported before the repository was on the path; the registered hook
@@ -109,6 +112,12 @@ OTHER_EVENTS = frozenset(
      "os.listdir", "os.scandir"}
 )  # fmt: skip
 
+#: Events that open a file or link one by name: refused on the oracle test files (module docstring).
+ORACLE_EVENTS = frozenset({"open", "os.symlink", "os.link"})
+
+#: Trusted functions that run what other code queued, for the oracle rule: a trampoline, or a finalizer.
+QUEUED_WORK = TRAMPOLINES | {("weakref.py", "__call__"), ("weakref.py", "_exitfunc")}
+
 #: Events refused whenever untrusted code is anywhere on the stack (no helper needs them for it).
 ALWAYS_EVENTS = frozenset({"sys.settrace", "sys.setprofile", "sys.addaudithook", "sys.monitoring.register_callback"})
 
@@ -138,6 +147,7 @@ def install(trusted_prefixes, trusted_files, fd, write, oracle=()):
     getframe, get_ident, add = sys._getframe, __import__("_thread").get_ident, sys.addaudithook
     busy = set()
     is_oracle = _oracle_test(oracle)
+    main = get_ident()  # installed on the main thread, before any of the repository's code runs
     trusted = make_trusted(trusted_prefixes, trusted_files)
     framework_files = tuple(_framework_folders(tuple(trusted_prefixes)))
     reported = []
@@ -173,6 +183,17 @@ def install(trusted_prefixes, trusted_files, fd, write, oracle=()):
             frame = frame.f_back
         return None
 
+    def pytest_alone(frame):
+        """Whether only pytest's own reading reaches here: main thread, trusted frames, nothing queued."""
+        if get_ident() != main:
+            return False
+        while frame is not None:
+            code = frame.f_code
+            if not trusted(code.co_filename) or _listed(code.co_filename, code.co_name, QUEUED_WORK):
+                return False
+            frame = frame.f_back
+        return True
+
     def hook(event, args):
         ident = get_ident()
         if ident in busy:
@@ -183,14 +204,16 @@ def install(trusted_prefixes, trusted_files, fd, write, oracle=()):
             or event.startswith("ctypes.")
             or (event == "object.__getattr__" and args[1] in FRAME_ATTRIBUTES)
             or event in OTHER_EVENTS
+            or event in ORACLE_EVENTS
         ):
             return
         busy.add(ident)
         try:
-            if event == "open" and is_oracle(args[0]) and verdict(getframe(1), False):
-                why, denied = None, args[0]
-            else:
-                why, denied = _judge(event, args, getframe(1), verdict, trusted), None
+            why, denied = None, None
+            if event in ORACLE_EVENTS and is_oracle(args[0]) and not pytest_alone(getframe(1)):
+                denied = args[0]
+            elif event in OTHER_EVENTS or event not in ORACLE_EVENTS:
+                why = _judge(event, args, getframe(1), verdict, trusted)
         finally:
             busy.discard(ident)
         if denied is not None:
@@ -212,8 +235,9 @@ def install(trusted_prefixes, trusted_files, fd, write, oracle=()):
 def _oracle_test(paths):
     """The test ``is_oracle(path)``: a path that names one of the files ``paths`` or leads to one of them.
 
-    Taken by name as well as by the file's identity: a path relative to a directory descriptor
-    (``os.open(name, dir_fd=...)``) reaches the audit hook without its directory.
+    Taken by the file's identity, and a relative path by its name too: a path relative to a directory
+    descriptor (``os.open(name, dir_fd=...)``) reaches the audit hook without its directory, and a
+    link's relative target text ends in the name of the file it leads to.
     """
     names, files = set(), set()
     for path in paths:
@@ -230,8 +254,8 @@ def _oracle_test(paths):
             path = path.decode("utf-8", "surrogateescape")
         if not isinstance(path, str) or not names:
             return False
-        if basename(path.rstrip("/")) in names:
-            return True
+        if not path.startswith("/") and basename(path.rstrip("/")) in names:
+            return True  # an absolute path is judged by the file it leads to: another module of that name is not one
         try:
             found = stat(path)
         except (OSError, ValueError):

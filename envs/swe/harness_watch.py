@@ -30,13 +30,15 @@ Each check answers a list of problems, which the recorder puts into the record's
 
 * **Classes made during the run** (:meth:`Watch.comparisons`): a class that did not exist when the
   watch started may hold a special method that decides ``==``, ``!=``, ordering, truth or
-  ``isinstance`` (:data:`COMPARISON`) only as a ``def`` of that very name (or as code of a trusted
-  file, or the builtin slot of that name): a lambda, ``str.__ne__``, a ``functools.partial`` or a
-  callable object bound to ``__eq__`` makes a result equal to anything, however the class was
+  ``isinstance`` (:data:`COMPARISON`) only as a ``def`` of that very name (or ``total_ordering``'s,
+  or the builtin slot of that name): a lambda, ``str.__ne__``, ``html.escape``, a ``functools.partial``
+  or a callable object bound to ``__eq__`` makes a result equal to anything, however the class was
   made (``type`` under another name, ``str.__class__``, ``types.new_class``, a metaclass). Every
   class is found through ``__subclasses__`` from ``object`` when collection ends, at the start of
   every garbage collection and at unconfigure (a class lives until the collector frees it, so one
-  made and dropped within a test is still seen). An added ``def __eq__`` is the AST check's.
+  made and dropped within a test is still seen). A class may hold no attribute named by anything
+  but a plain ``str`` (a ``str`` subclass key is found by attribute lookup as the plain name). An
+  added ``def __eq__`` is the AST check's.
 
 What is left: a change made and undone within one test (between two checks), and in-place changes
 to plain data (a list a test iterates); see docs/swe.md.
@@ -406,7 +408,15 @@ class Watch:
         thousand classes, and a class lives until a collection frees it.
         """
         problems = self.import_system() + self.namespaces() + self._live_problems()
+        self._forget_test_sources()
         return problems + self.comparisons() if classes else problems
+
+    def _forget_test_sources(self):
+        """Drop the test files' lines from ``linecache`` (the tested code may not open them: nor read a copy)."""
+        cache = getattr(sys.modules.get("linecache"), "__dict__", {}).get("cache")
+        if type(cache) is dict:
+            for path in self._test_files:
+                cache.pop(path, None)
 
     # ------------------------------------------------------------------------ classes made during the run
 
@@ -433,9 +443,12 @@ class Watch:
         for cls in _classes():
             if _key(cls) in startup:
                 continue
-            # every entry, keys compared as plain strings: a key of a str subclass runs no code of its own here
+            # every entry, keys compared as plain strings; a key of a str subclass (which attribute lookup
+            # matches as the plain name) is refused as such: ``type.__setattr__`` and class bodies make plain ones
             for key, value in list(_OWN_DICT(cls).items()):
-                if type(key) is str and key in COMPARISON:
+                if type(key) is not str:
+                    problems.append(f"class {_QUALNAME(cls)} has an attribute named by a {_QUALNAME(type(key))}")
+                elif key in COMPARISON:
                     why = self._not_a_definition(key, value)
                     if why:
                         problems.append(f"class {_QUALNAME(cls)} has {key} = {why}, not a def of {key}")
@@ -443,7 +456,7 @@ class Watch:
 
     def _not_a_definition(self, key, value):
         """What ``value``, bound to the special method ``key`` in a class, is when it is not a plain
-        definition of it (a ``def key`` in a class body, trusted code, the builtin slot ``key``), or None."""
+        definition of it (a ``def key`` in a class body, ``total_ordering``'s, the builtin slot ``key``), or None."""
         if value is None:  # the operation refused (``__eq__ = None``)
             return None
         kind = type(value)  # compared with ``is`` only: a metaclass's ``__eq__`` would run its own code
@@ -451,7 +464,11 @@ class Watch:
         kind = type(function)
         if kind is _FUNCTION:
             code = function.__code__
-            if self._trusted(code.co_filename) or code.co_qualname.endswith("." + key):
+            if code.co_qualname.endswith("." + key) or (  # a def of that name, or total_ordering's
+                code.co_filename.endswith("/functools.py")
+                and self._trusted(code.co_filename)
+                and code.co_name.startswith(f"_{key.strip('_')}_from_")
+            ):
                 return None
             return f"the function {code.co_qualname} of {code.co_filename}"
         if kind is _SLOT or kind is _METHOD_DESCRIPTOR:
