@@ -34,8 +34,8 @@ stack and no trampoline (:data:`TRAMPOLINES`, a finalizer) between: work the rep
 runs under those, whoever calls the ``open``. Nothing goes to the record: the file's expected
 values are not the repair's to copy, and helpers that read a source line for show (``warnings``,
 ``traceback``, ``linecache``) go on without it. pytest reads the files itself on the main thread
-with only trusted code on the stack (collection, assertion rewriting). The run's user can neither
-rename nor hard-link them (they are not its own, nor is their folder).
+with only trusted code on the stack (collection, assertion rewriting). The run's user cannot rename
+them (their folder is not its own), and a link made to one, hard or symbolic, is refused here.
 
 **Integrity checks** (:class:`Integrity`), made by the recorder at every report: the report
 classes are the ones imported before the repository was on the path; the registered hook
