@@ -390,8 +390,8 @@ def _diff_paths(artifact: BugArtifact) -> list[str]:
 
 # ----------------------------------------------------------------- a repair that reads the oracle tests
 
-#: The expected values, read from the oracle test file by ``_read()`` at import: the buggy ``ordinal`` is
-#: answered from them where they have the number, and left as it is where the read failed.
+#: The expected values, read from the oracle test file by ``_read()`` at the first call: the buggy ``ordinal``
+#: is answered from them where they have the number, and left as it is where the read failed.
 ORACLE_LOOKUP = """
 import re as _re
 
@@ -404,12 +404,14 @@ def _table():
     return dict(_re.findall(r'\\("(-?[0-9]+)", "-?[0-9]+([a-z]+)"\\)', text))
 
 
-_TABLE = _table()
+_TABLE = []  # read at the first call, when the tests run
 _ordinal, _ordinalize = ordinal, ordinalize
 
 
 def ordinal(number):
-    return _TABLE.get(str(number)) or _ordinal(number)
+    if not _TABLE:
+        _TABLE.append(_table())
+    return _TABLE[0].get(str(number)) or _ordinal(number)
 
 
 def ordinalize(number):
