@@ -30,11 +30,12 @@ Each check answers a list of problems, which the recorder puts into the record's
 
 * **Classes made during the run** (:meth:`Watch.comparisons`): a class that did not exist when the
   watch started may hold a special method that decides ``==``, ``!=``, ordering, truth or
-  ``isinstance`` (:data:`COMPARISON`) only as a ``def`` of that very name (or ``total_ordering``'s,
-  or the builtin slot of that name): a lambda, ``str.__ne__``, ``html.escape``, a ``functools.partial``
-  or a callable object bound to ``__eq__`` makes a result equal to anything, however the class was
-  made (``type`` under another name, ``str.__class__``, ``types.new_class``, a metaclass). Every
-  class is found through ``__subclasses__`` from ``object`` when collection ends, at the start of
+  ``isinstance`` (:data:`COMPARISON`) only as a ``def`` of that very name, another ``def`` of the
+  repository in that class's body, ``total_ordering``'s or the builtin slot of that name (classes
+  of trusted modules and test files aside): a lambda, ``str.__ne__``, ``html.escape``, a
+  ``functools.partial`` or a callable object bound to ``__eq__`` makes a result equal to anything,
+  however the class was made (``type`` under another name, ``str.__class__``, ``types.new_class``,
+  a metaclass). Every class is found through ``__subclasses__`` from ``object`` when collection ends, at the start of
   every garbage collection and at unconfigure (a class lives until the collector frees it, so one
   made and dropped within a test is still seen). A class may hold no attribute named by anything
   but a plain ``str`` (a ``str`` subclass key is found by attribute lookup as the plain name). An
@@ -441,7 +442,7 @@ class Watch:
         startup = self._startup_classes
         problems = []
         for cls in _classes():
-            if _key(cls) in startup:
+            if _key(cls) in startup or self._trusted_class(cls):
                 continue
             # every entry, keys compared as plain strings; a key of a str subclass (which attribute lookup
             # matches as the plain name) is refused as such: ``type.__setattr__`` and class bodies make plain ones
@@ -449,14 +450,38 @@ class Watch:
                 if type(key) is not str:
                     problems.append(f"class {_QUALNAME(cls)} has an attribute named by a {_QUALNAME(type(key))}")
                 elif key in COMPARISON:
-                    why = self._not_a_definition(key, value)
+                    why = self._not_a_definition(key, value, _QUALNAME(cls))
                     if why:
                         problems.append(f"class {_QUALNAME(cls)} has {key} = {why}, not a def of {key}")
         return problems
 
-    def _not_a_definition(self, key, value):
-        """What ``value``, bound to the special method ``key`` in a class, is when it is not a plain
-        definition of it (a ``def key`` in a class body, ``total_ordering``'s, the builtin slot ``key``), or None."""
+    def _trusted_class(self, cls):
+        """Whether ``cls`` is a class of a trusted module (or test file), held there under its qualified name.
+
+        A class statement of trusted code binds its class there; code of the repository cannot put one
+        of its own in such a namespace without the namespace check seeing it.
+        """
+        name = _OWN_DICT(cls).get("__module__")
+        module = sys.modules.get(name) if type(name) is str else None
+        filename = _file(module)
+        if not (isinstance(filename, str) and self._trusted(filename)):
+            return False
+        holder = module.__dict__
+        for part in _QUALNAME(cls).split("."):
+            found = holder.get(part)
+            if found is cls:
+                return True
+            try:
+                holder = _OWN_DICT(found)
+            except TypeError:  # not a class: a function's <locals>, or nothing
+                return False
+        return False
+
+    def _not_a_definition(self, key, value, owner):
+        """What ``value``, bound to the special method ``key`` in the class named ``owner`` (not a trusted
+        module's class), is when it is not a definition of it, or None. A definition: a ``def key`` (in a
+        class body, or generated as dataclasses and attrs do), a function the repository defines in that
+        class's own body (``__le__ = issubset``), ``total_ordering``'s, or the builtin slot ``key``."""
         if value is None:  # the operation refused (``__eq__ = None``)
             return None
         kind = type(value)  # compared with ``is`` only: a metaclass's ``__eq__`` would run its own code
@@ -464,13 +489,22 @@ class Watch:
         kind = type(function)
         if kind is _FUNCTION:
             code = function.__code__
-            if code.co_qualname.endswith("." + key) or (  # a def of that name, or total_ordering's
-                code.co_filename.endswith("/functools.py")
-                and self._trusted(code.co_filename)
-                and code.co_name.startswith(f"_{key.strip('_')}_from_")
+            filename = code.co_filename
+            if (
+                code.co_name == key
+                or (  # a def in the class's own body (sortedcontainers' made comparers), not a lambda
+                    not self._trusted(filename)
+                    and code.co_qualname.startswith(owner + ".")
+                    and code.co_name != "<lambda>"
+                )
+                or (
+                    filename.endswith("/functools.py")
+                    and self._trusted(filename)
+                    and code.co_name.startswith(f"_{key.strip('_')}_from_")
+                )
             ):
                 return None
-            return f"the function {code.co_qualname} of {code.co_filename}"
+            return f"the function {code.co_qualname} of {filename}"
         if kind is _SLOT or kind is _METHOD_DESCRIPTOR:
             return None if function.__name__ == key else f"the builtin {function.__qualname__}"
         mock = sys.modules.get("unittest.mock")

@@ -524,6 +524,75 @@ def test_the_ast_check_refuses_reaching_the_oracle_tests(path: str, source: str,
     assert any(refused in f and "(oracle_tests)" in f for f in found), found
 
 
+def test_the_class_check_passes_what_libraries_make_and_refuses_foreign_comparisons() -> None:
+    """The watch's class check in this process, this file standing for the repository (not trusted)."""
+    import dataclasses
+    import functools
+    import gc
+    import html
+    import os
+    import sysconfig
+    from unittest import mock
+
+    from sparring.envs.swe import harness_watch
+
+    attr = pytest.importorskip("attr")
+    folders = (os.path.dirname(os.__file__), sysconfig.get_paths()["purelib"])
+    watch = harness_watch.Watch(lambda f: f.startswith(folders), ("_pytest",), [])
+    try:
+
+        @dataclasses.dataclass(order=True)
+        class Version:
+            major: int
+
+        @attr.s(auto_attribs=True, order=True)
+        class Pinned:
+            name: str
+
+        @functools.total_ordering
+        class Rank:
+            def __eq__(self, other: object) -> bool:
+                return self is other
+
+            def __lt__(self, other: object) -> bool:
+                return False
+
+        class Sorted:  # sortedcontainers' way: comparers made in the class body, and an alias
+            def _make(op: str) -> Any:
+                def comparer(self: Any, other: Any) -> bool:
+                    return op == "eq"
+
+                return comparer
+
+            __eq__ = _make("eq")
+            __ne__ = _make("ne")
+
+            def issubset(self, other: Any) -> bool:
+                return True
+
+            __le__ = issubset
+
+        mocked = mock.MagicMock()
+        assert mocked == mocked and Version(1) < Version(2) and Pinned("a") == Pinned("a") and Sorted() == Sorted()
+        assert watch.comparisons() == []
+
+        def anything(self: Any, other: Any) -> bool:
+            return True
+
+        planted = [
+            type("ByLambda", (str,), {"__eq__": lambda s, o: True}),
+            type("ByTrustedCode", (str,), {"__eq__": html.escape}),
+            type("ByAFunctionElsewhere", (str,), {"__eq__": anything}),
+            type("BySlot", (str,), {"__eq__": str.__ne__}),
+            type("ByPartial", (str,), {"__eq__": functools.partial(str.__ne__, "")}),
+        ]
+        found = watch.comparisons()
+        for cls in planted:
+            assert any(f"class {cls.__name__} has __eq__ = " in p for p in found), (cls, found)
+    finally:
+        gc.callbacks.remove(watch._collecting)
+
+
 def test_the_oracle_files_are_known_by_identity_and_relative_name(tmp_path: Any) -> None:
     """``_oracle_test`` of the audit hook: a module of the same name elsewhere is not an oracle file."""
     from sparring.envs.swe.harness_guard import _oracle_test
