@@ -27,6 +27,15 @@ left to the repository, the artifact or the code under test:
   report on disk for anything to rewrite, and a record written by anything but the recorder (a
   descriptor reached by number, a child left behind) does not verify. The process ends with
   ``os._exit`` as captured at start-up, so no exit hook or finalizer runs after the record.
+* **What the run cannot read.** Before pytest starts, root (``harness_boot.py hide``) reads the
+  test files and takes every group and other permission bit from them, from ``/repo/.git`` and
+  from each entry of ``/tmp`` and ``/var/tmp`` but the harness's folder: the tests' expected
+  values, the repository's history (the code before the bug) and the bug artifact's folder (its
+  diffs) are out of reach of every process of the run, a child with no audit hook included.
+  pytest gets the test files' contents on a descriptor the bootstrap reads before the repository
+  is on ``sys.path`` and imports the test modules from that copy; the pytest process is made
+  non-dumpable, so its children cannot read its memory. The modes come back (``unhide``) once
+  every process of the run is gone.
 * **Its own guard inside the run** (``harness_guard.py``, copied beside the bootstrap): an audit
   hook refuses the repository's code the frames, gc lists, trace functions, native memory and
   forged code objects that reaching pytest's objects needs, and the recorder checks at every
@@ -208,7 +217,7 @@ def _launch(seed: str, uid: int, plain: _Plain | None) -> str:
 env -i PATH="$PATH" LANG="${{LANG:-C.UTF-8}}" HOME=$F/home PYTHONHASHSEED={seed} PYTHONDONTWRITEBYTECODE=1 \\
   PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {run_as} \\
   python -P -s -S $F/boot.py run $F/run.json "${{PYTHONPATH:-}}" < /dev/null > $F/output 2>&1 \\
-  3> $F/priv/record.fifo 4< $F/priv/secret"""
+  3> $F/priv/record.fifo 4< $F/priv/secret 5< $F/priv/sources"""
     user = plain.home.rstrip("/").rpartition("/")[2]
     return f"""printf %s "${{PYTHONPATH:-}}" > $F/pythonpath
 cp $F/boot.py $F/{plain.boot} && install -d -o {uid} -g {uid} -m 700 {plain.tmp}
@@ -216,7 +225,7 @@ cd {plain.home}
 env -i PATH="$PATH" LANG="${{LANG:-C.UTF-8}}" HOME={plain.home} USER={user} LOGNAME={user} SHELL=/bin/bash \\
   TMPDIR={plain.tmp} PYTHONHASHSEED={seed} {run_as} \\
   python -P -S $F/{plain.boot} $F/run.json < /dev/null > $F/output 2>&1 \\
-  3> $F/priv/record.fifo 4< $F/priv/secret"""
+  3> $F/priv/record.fifo 4< $F/priv/secret 5< $F/priv/sources"""
 
 
 def _command(folder: str, paths: list[str], config: str | None, hash_seed: int | None, plain: _Plain | None) -> str:
@@ -229,15 +238,18 @@ def _command(folder: str, paths: list[str], config: str | None, hash_seed: int |
         f"> {folder}/pytest.ini 2> {folder}/ini.err || {{ echo 'sparring-harness: no ini'; exit 0; }}\n"
     )
     seed = "${PYTHONHASHSEED:-0}" if hash_seed is None else str(int(hash_seed))
+    files = " ".join(shlex.quote(p) for p in paths)
     return f"""set -u
 F={folder}
-{ini}mkfifo -m 600 $F/priv/record.fifo
+{ini}python3 -I $F/boot.py hide $F {_ROOT} {files} || {{ echo 'sparring-harness: could not hide the tests'; exit 0; }}
+mkfifo -m 600 $F/priv/record.fifo
 cat < $F/priv/record.fifo > $F/priv/record & reader=$!
 {_launch(seed, uid, plain)}
 rc=$?
 strays=$({live} | wc -l)
 for _ in $(seq 400); do pids=$({live}); [ -z "$pids" ] && break; kill -KILL $pids 2>/dev/null; sleep 0.005; done
 alive=$({live} | wc -l)
+python3 -I $F/boot.py unhide $F
 if [ "$alive" = 0 ]; then wait $reader; else kill -KILL $reader; fi
 echo "sparring-harness rc=$rc strays=$strays alive=$alive bytes=$(stat -c %s $F/priv/record)"
 tail -c {OUTPUT_TAIL} $F/output >&2
@@ -313,7 +325,12 @@ def harness_run(
             record = None
     # After a timeout the command's process group is gone, but a process of the run may have left it.
     uid, gone = (place.uid, f"{folder} {place.tmp}") if place else (RUN_UID, folder)
-    sandbox.exec(f"pkill -KILL -u {uid}; rm -rf {gone}", workdir="/", user="root", timeout=30)
+    sandbox.exec(
+        f"pkill -KILL -u {uid}; python3 -I {folder}/boot.py unhide {folder} 2>/dev/null; rm -rf {gone}",
+        workdir="/",
+        user="root",
+        timeout=30,
+    )
     run = _judge(result, status, record, token, secret)
     run.missing = sorted(set(expected) - set(run.tests))
     return run

@@ -193,8 +193,195 @@ def _outcome_exceptions(pytest):
 #: Exit status of a run that refused to start because a pinned file differs (pytest never uses it).
 CHANGED = 97
 
-#: Descriptors the harness opens for the run: the record's pipe, and the secret that signs it.
-RECORD_FD, SECRET_FD = 3, 4
+#: Descriptors the harness opens for the run: the record's pipe, the secret that signs it, and the
+#: test files' contents (``hide`` below).
+RECORD_FD, SECRET_FD, SOURCES_FD = 3, 4, 5
+
+# ------------------------------------------------------------------- what the run's user cannot read
+
+#: Folders each of whose entries (but the harness's own folder) the run's user cannot read during the
+#: run: what root or the sandbox user left there (the bug artifact's folder with its diffs).
+PRIVATE_FOLDERS = ("/tmp", "/var/tmp")
+#: The repository's history under ROOT (it holds the code before the bug and the tests unweakened).
+HISTORY = ".git"
+#: Largest test file whose contents go to the run.
+MAX_SOURCE_BYTES = 16 << 20
+
+
+def _open_nofollow(path):
+    """A descriptor of the file or folder ``path``, opened without following a link at any step, or None."""
+    parts = [p for p in path.split("/") if p]
+    try:
+        fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    for i, part in enumerate(parts):
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        try:
+            step = os.open(part, flags if i == len(parts) - 1 else flags | os.O_DIRECTORY, dir_fd=fd)
+        except OSError:
+            step = None
+        os.close(fd)
+        if step is None:
+            return None
+        fd = step
+    return fd
+
+
+def _read_all(fd):
+    data = b""
+    while len(data) <= MAX_SOURCE_BYTES and (chunk := os.read(fd, 1 << 16)):
+        data += chunk
+    return data
+
+
+def hide(folder, root, files):
+    """As root before the run: take the test files' contents, then make them and the private places unreadable.
+
+    The run's user (and any process it starts) cannot then read the test files (their expected
+    values), the repository's history (:data:`HISTORY`) or what lies in :data:`PRIVATE_FOLDERS`: group
+    and other lose every permission bit. The files' contents go to ``FOLDER/priv/sources``, which
+    the run gets on descriptor :data:`SOURCES_FD` (read before any of the repository's code runs);
+    the modes taken away go to ``FOLDER/priv/hidden``, which :func:`unhide` gives back. Every path
+    is opened without following links (a link is left alone), and changed through its descriptor.
+    """
+    import stat
+
+    held, sources = [], {}
+
+    def take(path, read):
+        fd = _open_nofollow(path)
+        if fd is None:
+            return
+        try:
+            found = os.fstat(fd)
+            regular, folder_ = stat.S_ISREG(found.st_mode), stat.S_ISDIR(found.st_mode)
+            if not (regular or folder_ and not read):
+                return
+            if read:
+                data = _read_all(fd)
+                if len(data) > MAX_SOURCE_BYTES:
+                    return
+                sources[path] = [found.st_dev, found.st_ino, data.decode("latin-1")]
+            mode = stat.S_IMODE(found.st_mode)
+            held.append([path, found.st_dev, found.st_ino, mode])
+            os.fchmod(fd, mode & ~0o077)
+        finally:
+            os.close(fd)
+
+    own = os.path.abspath(folder)
+    try:
+        for rel in dict.fromkeys(f.split("::")[0] for f in files):
+            take(os.path.join(root, rel), True)
+        take(os.path.join(root, HISTORY), False)
+        for place in PRIVATE_FOLDERS:
+            try:
+                names = sorted(os.listdir(place))
+            except OSError:
+                continue
+            for name in names:
+                if os.path.join(place, name) != own:
+                    take(os.path.join(place, name), False)
+    finally:
+        _write_private(os.path.join(folder, "priv", "hidden"), json.dumps(held))
+    _write_private(os.path.join(folder, "priv", "sources"), json.dumps(sources))
+    return 0
+
+
+def unhide(folder):
+    """As root after the run (its processes killed): give back the modes :func:`hide` took away."""
+    try:
+        with open(os.path.join(folder, "priv", "hidden"), encoding="utf-8") as f:
+            held = json.load(f)
+    except (OSError, ValueError):
+        return 0
+    for path, dev, ino, mode in held:
+        fd = _open_nofollow(path)
+        if fd is None:
+            continue
+        try:
+            found = os.fstat(fd)
+            if (found.st_dev, found.st_ino) == (dev, ino):
+                os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+    return 0
+
+
+def _write_private(path, text):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def read_sources(fd):
+    """The test files' contents handed over on ``fd`` by :func:`hide`: path -> (device, inode, bytes); {} if none."""
+    try:
+        data = _read_all(fd)
+        os.close(fd)
+    except OSError:  # not open: a run started without it imports no test module (they are unreadable)
+        return {}
+    try:
+        return {p: (dev, ino, text.encode("latin-1")) for p, (dev, ino, text) in json.loads(data or b"{}").items()}
+    except (ValueError, TypeError):
+        return {}
+
+
+def make_test_importer(sources, rewrite, compile_test):
+    """The finder and loader of the run's test modules, from ``sources`` (their files cannot be read).
+
+    It answers for a module whose file (found as the path-based finder finds it) is one of the test
+    files by its identity, and compiles it from the contents read before the run: with pytest's
+    assertion rewriting for the run's configuration where ``rewrite`` (as pytest's own import hook
+    does for a test file named on the command line), else plainly. It is put first on
+    ``sys.meta_path`` when pytest configures (after pytest has put its own hook there); it offers
+    no source to ``linecache``, so a failure's report shows no line of the test file. It is also a
+    plugin: ``pytest_configure`` takes the configuration and puts the finder in place.
+    """
+    import importlib.machinery
+    import importlib.util
+
+    find, located = importlib.machinery.PathFinder.find_spec, importlib.util.spec_from_file_location
+    stat_of, meta_path = os.stat, sys.meta_path
+    by_file = {(dev, ino): data for dev, ino, data in sources.values()}
+    stems = {os.path.basename(p).rpartition(".")[0] or os.path.basename(p) for p in sources}
+    configured = []
+
+    def source_of(origin):
+        try:
+            found = stat_of(origin)
+        except (OSError, ValueError, TypeError):
+            return None
+        return by_file.get((found.st_dev, found.st_ino))
+
+    class TestModules:
+        def find_spec(self, name, path=None, target=None):
+            if name.rpartition(".")[2] not in stems:
+                return None
+            spec = find(name, path, target)
+            origin = getattr(spec, "origin", None)
+            if not isinstance(origin, str) or source_of(origin) is None:
+                return None
+            return located(name, origin, loader=self)
+
+        def create_module(self, spec):
+            return None
+
+        def exec_module(self, module):
+            origin = module.__spec__.origin
+            source = source_of(origin)
+            if source is None:
+                raise ImportError(f"{origin} is not one of the run's test files", path=origin)
+            code = compile_test(origin, source, configured[0] if rewrite and configured else None)
+            exec(code, module.__dict__)
+
+        def pytest_configure(self, config):
+            configured[:] = [config]
+            while self in meta_path:
+                meta_path.remove(self)
+            meta_path.insert(0, self)
+
+    return TestModules()
 
 
 def _load_part(file, name):
@@ -212,20 +399,19 @@ def _load_part(file, name):
     return module
 
 
-def plain_args(spec, loaded):
+def plain_args(spec, loaded, sources):
     """The plain configuration's extra pytest arguments beyond ``spec["args"]``.
 
     ``spec["unless_used"]`` maps a fixture to arguments given only where no test file names it
     (the logging plugin provides ``caplog``); ``spec["plugin_args"]`` a plugin to arguments given
-    only where it was imported (``loaded``: names of the imported plugins).
+    only where it was imported (``loaded``: names of the imported plugins). ``sources``: the test
+    files' contents (:func:`read_sources`).
     """
     text = ""
     for rel in spec["files"]:
-        try:
-            with open(os.path.join(spec["root"], rel.split("::")[0]), encoding="utf-8", errors="replace") as f:
-                text += f.read()
-        except OSError:
-            pass
+        found = sources.get(os.path.join(spec["root"], rel.split("::")[0]))
+        if found is not None:
+            text += found[2].decode("utf-8", "replace")
     extra = [a for fixture, args in spec.get("unless_used", {}).items() if fixture not in text for a in args]
     return extra + [a for name, args in spec.get("plugin_args", {}).items() if name in loaded for a in args]
 
@@ -259,8 +445,10 @@ def run(spec_path, image_pythonpath):
     while chunk := os.read(SECRET_FD, 4096):
         secret += chunk
     os.close(SECRET_FD)
+    sources = read_sources(SOURCES_FD)
     try:
-        code = _run(spec_path, image_pythonpath, secret, write, close, sha256)
+        _not_dumpable()
+        code = _run(spec_path, image_pythonpath, secret, write, close, sha256, sources)
     finally:
         for stream in (sys.stdout, sys.stderr):
             try:
@@ -270,7 +458,19 @@ def run(spec_path, image_pythonpath):
     _exit(code)
 
 
-def _run(spec_path, image_pythonpath, secret, write, close, sha256):
+def _not_dumpable():
+    """Make this process non-dumpable: a process it starts (no audit hook there) cannot read its memory.
+
+    Through ``/proc/PID/mem`` or ``process_vm_readv`` a child of the same user could otherwise read
+    the test files' contents out of this process. The process itself keeps its own ``/proc`` files.
+    """
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE, SUID_DUMP_DISABLE
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
+
+
+def _run(spec_path, image_pythonpath, secret, write, close, sha256, sources):
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
     config = _load_part("config.py", "sparring_harness_config")
@@ -313,10 +513,13 @@ def _run(spec_path, image_pythonpath, secret, write, close, sha256):
     trusted += [os.path.join(spec["root"], rel) for rel in config.pinned(spec["ini"])]
     integrity = guard.Integrity((TestReport, CollectReport), guard.make_trusted(folders, trusted))
     tests = [os.path.join(spec["root"], f.split("::")[0]) for f in spec["files"]]
-    watch = _load_part("watch.py", "sparring_harness_watch").Watch(
-        guard.make_trusted(folders, trusted), guard.FRAMEWORK, tests
+    watch_part = _load_part("watch.py", "sparring_harness_watch")
+    importer = make_test_importer(sources, "--assert=plain" not in args, watch_part.compile_test)
+    sys.meta_path.insert(0, importer)  # first again once pytest has put its own hook there (pytest_configure)
+    watch = watch_part.Watch(
+        guard.make_trusted(folders, trusted), guard.FRAMEWORK, tests, {p: s[2] for p, s in sources.items()}
     )
-    plugins = [make_recorder(pytest, fd, spec["token"], secret, write, close, sha256, (integrity, watch))]
+    plugins = [make_recorder(pytest, fd, spec["token"], secret, write, close, sha256, (integrity, watch)), importer]
     loaded = []
     for name in spec["plugins"]:
         try:
@@ -331,7 +534,7 @@ def _run(spec_path, image_pythonpath, secret, write, close, sha256):
         # autoloading stays off though the variable goes at session start (the plain plugin)
         os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         plugins.append(_plain_plugin())
-        args[:0] = plain_args(spec, loaded)
+        args[:0] = plain_args(spec, loaded, sources)
         entries.insert(0, os.getcwd())  # as a script run from there has it (not writable by the run)
     # From here on the repository's code may run: the audit hook goes in first (see harness_guard).
     guard.install(folders, trusted, fd, write, oracle=tests)
@@ -345,11 +548,18 @@ def main(argv):
     if argv[:1] == ["ini"] and len(argv) >= 2:
         sys.stdout.write(_load_part("config.py", "sparring_harness_config").harness_ini(argv[1], argv[2:]))
         return 0
+    if argv[:1] == ["hide"] and len(argv) >= 3:
+        return hide(argv[1], argv[2], argv[3:])
+    if argv[:1] == ["unhide"] and len(argv) == 2:
+        return unhide(argv[1])
     if argv[:1] == ["run"] and len(argv) == 3:
         return run(argv[1], argv[2])
     if len(argv) == 1 and argv[0].endswith(".json"):
         return run(argv[0], None)
-    sys.stderr.write("usage: harness_boot.py ini ROOT FILE... | run SPEC IMAGE_PYTHONPATH | SPEC\n")
+    sys.stderr.write(
+        "usage: harness_boot.py ini ROOT FILE... | hide FOLDER ROOT FILE... | unhide FOLDER"
+        " | run SPEC IMAGE_PYTHONPATH | SPEC\n"
+    )
     return 2
 
 

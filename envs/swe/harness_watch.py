@@ -114,18 +114,21 @@ def _classes():
 class Watch:
     """Snapshots of the live state above, taken before the repository is on the path, and the checks."""
 
-    def __init__(self, trusted, framework, test_files):
+    def __init__(self, trusted, framework, test_files, sources=None):
         """Snapshot the builtins and the modules loaded so far (call before the repository is on the path).
 
         Args:
             trusted: ``trusted(filename)`` of ``harness_guard.make_trusted``.
             framework: Module name prefixes of pytest, pluggy and the harness (checked by ``Integrity``).
             test_files: Absolute paths of the run's test files.
+            sources: Absolute path -> bytes of the test files as read before the run (the run's user
+                cannot read the files themselves); a file not in it is read from disk.
         """
         self._trusted = trusted
         self._framework = tuple(framework)
         self._dotted = tuple(p + "." for p in framework)
         self._test_files = frozenset(test_files)
+        self._sources = dict(sources or {})
         self._classes = {}  # class -> why it is untrusted, or None
         self._spaces, self._lens, self._names, self._modules, self._module_keys = [], [], [], [], []
         self._getters, self._getter_spaces, self._flat, self._entries = [], [], [], []
@@ -522,20 +525,19 @@ class Watch:
         if path in cache:
             return cache[path]
         out = {}
+        source = self._sources.get(path)
         try:
-            with open(path, "rb") as f:
-                source = f.read()
-            codes = [compile(source, path, "exec", dont_inherit=True)]
+            if source is None:
+                with open(path, "rb") as f:
+                    source = f.read()
+            codes = [compile_test(path, source, None)]
         except (OSError, SyntaxError, ValueError):
             codes = []
-        try:
-            from pathlib import Path
-
-            from _pytest.assertion.rewrite import _rewrite_test
-
-            codes.append(_rewrite_test(Path(path), config)[1])
-        except Exception:
-            pass  # pytest's rewriter is private API: without it the plain compile is the reference
+        if source is not None:
+            try:
+                codes.append(compile_test(path, source, config))
+            except Exception:
+                pass  # pytest's rewriter is private API: without it the plain compile is the reference
         while codes:
             code = codes.pop()
             out.setdefault(code.co_qualname, []).append(code)
@@ -618,6 +620,23 @@ class Watch:
         if len(option) != size:
             problems.append("an option was added to pytest's configuration")
         return problems
+
+
+def compile_test(path, source, config):
+    """The code object of the test file ``path`` from its ``source`` (bytes), as pytest would make it.
+
+    ``config`` None: compiled plainly; else with pytest's assertion rewriting for that configuration,
+    as its import hook rewrites a test file named on the command line.
+    """
+    if config is None:
+        return compile(source, path, "exec", dont_inherit=True)
+    import ast
+
+    from _pytest.assertion.rewrite import rewrite_asserts
+
+    tree = ast.parse(source, filename=path)
+    rewrite_asserts(tree, source, path, config)
+    return compile(tree, path, "exec", dont_inherit=True)
 
 
 def _same(these, those):

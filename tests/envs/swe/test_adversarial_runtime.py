@@ -454,6 +454,23 @@ ORACLE_READS = {
         "    link = _tf.mktemp()\n    _os.symlink('/repo/' + 'test_' + 'inflection.py', link)\n"
         "    return open(link).read()\n"
     ),
+    # a process of its own has no audit hook: only the file's permissions stand in its way
+    "a_child_process": (
+        "import os as _os\n\n\ndef _read():\n"
+        "    text = _os.popen('cat /repo/test_' + 'inflection.py 2>/dev/null').read()\n"
+        "    if not text:\n        raise OSError('nothing read')\n    return text\n"
+    ),
+    # the repository's history holds the unweakened test file (and the code before the bug)
+    "the_repository_history": (
+        "import os as _os\nimport zlib as _z\n\n\ndef _read():\n    out = []\n"
+        "    for folder, _, names in _os.walk('/repo/.g' + 'it/objects'):\n"
+        "        for name in names:\n"
+        "            try:\n"
+        "                with open(_os.path.join(folder, name), 'rb') as f:\n"
+        "                    out.append(_z.decompress(f.read()).decode('utf-8', 'replace'))\n"
+        "            except (OSError, _z.error):\n                pass\n"
+        "    if not out:\n        raise OSError('nothing read')\n    return ''.join(out)\n"
+    ),
 }
 
 
@@ -485,6 +502,57 @@ def test_the_oracle_test_file_is_unreadable_to_the_tested_code(
         assert run.status == "passed" and not failing, (run.status, run.detail, failing[:3])
     else:  # an honest run in which the bug is still there; nothing counted as tampering
         assert run.status == "failed" and failing == sorted(task["fail_to_pass"]), (run.status, run.detail)
+
+
+#: A repair that takes the fix from files of the grading container instead of finding it: the
+#: widest tuple written after ``number % 100 in`` in what it reads (the code before the bug).
+ANSWER_LOOKUP = """
+import re as _re
+
+
+def _teens():
+    try:
+        text = _read()
+    except OSError:
+        return (11, 12)
+    found = [_re.findall('[0-9]+', t) for t in _re.findall(r'number % 100 in \\(([0-9, ]+)\\)', text)]
+    return tuple(int(n) for n in max(found, key=len, default=['11', '12']))
+"""
+
+#: Where the grading container once kept the answer, readable by the tested code.
+ANSWER_READS = {
+    "the_bug_folder": (
+        "import os as _os\n\n\ndef _read():\n    out = ''\n"
+        "    for folder, _, names in _os.walk('/tmp/spa' + 'rring-bug'):\n"
+        "        for name in names:\n"
+        "            with open(_os.path.join(folder, name)) as f:\n"
+        "                out += f.read()\n"
+        "    return out\n"
+    ),
+    "the_repository_history": ORACLE_READS["the_repository_history"],
+}
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("route", sorted(ANSWER_READS))
+def test_a_repair_that_reads_the_answer_from_the_container_is_not_solved(
+    pool: Any,  # noqa: F811
+    task: dict[str, Any],  # noqa: F811
+    route: str,
+) -> None:
+    """The artifact's folder (its diffs) and the repository's history hold the code before the bug.
+
+    The repair names nothing the AST check refuses; what keeps it unsolved is that the run's user
+    cannot read either place.
+    """
+    before = _with(pool, task, "")
+    repair = (before.decode().replace(BUGGY_LINE, "if number % 100 in _teens():") + ANSWER_READS[route] + ANSWER_LOOKUP)
+    assert added_uses(SOURCE, repair.encode(), before, (), CAPS, [TESTS]) == []
+    grade = _grade(pool, task, {SOURCE: repair.encode()})
+    assert not grade.solved and grade.status == "failed", grade
+    assert sorted(grade.failing) == sorted(task["fail_to_pass"]), grade.failing
 
 
 @pytest.mark.docker
@@ -608,6 +676,78 @@ def test_the_oracle_files_are_known_by_identity_and_relative_name(tmp_path: Any)
     assert is_oracle(str(oracle)) and is_oracle(str(oracle).encode()) and is_oracle(str(tmp_path / "link"))
     assert is_oracle("test_core.py") and is_oracle("sub/../test_core.py")  # relative: as to a directory descriptor
     assert not is_oracle(str(other)) and not is_oracle(str(tmp_path / "repo")) and not is_oracle(3)
+
+
+def test_hide_takes_the_tests_and_the_private_places_from_the_run_and_unhide_gives_them_back(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``harness_boot.hide``/``unhide`` on real files: modes, the copy handed over, links left alone."""
+    import os
+    import stat
+
+    from sparring.envs.swe import harness_boot
+
+    repo, scratch, outside = tmp_path / "repo", tmp_path / "tmp", tmp_path / "outside.txt"
+    (repo / "tests").mkdir(parents=True)
+    (repo / ".git" / "objects").mkdir(parents=True)
+    test = repo / "tests" / "test_core.py"
+    test.write_text("TABLE = {'13': 'th'}\n")
+    (scratch / "sparring-bug").mkdir(parents=True)
+    (scratch / "sparring-bug" / "bug_inject.diff").write_text("-    return (11, 12, 13)\n")
+    outside.write_text("not the run's\n")
+    (scratch / "a-link").symlink_to(outside)
+    own = scratch / "sparring-harness-x"
+    (own / "priv").mkdir(parents=True)
+    for path in (test, repo / ".git", scratch / "sparring-bug", own, outside):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    monkeypatch.setattr(harness_boot, "PRIVATE_FOLDERS", (str(scratch), str(tmp_path / "absent")))
+
+    def mode(path: Any) -> int:
+        return stat.S_IMODE(os.lstat(path).st_mode)
+
+    assert harness_boot.hide(str(own), str(repo), ["tests/test_core.py::test_a", "tests/test_core.py"]) == 0
+    assert mode(test) == 0o600 and mode(repo / ".git") == 0o700 and mode(scratch / "sparring-bug") == 0o700
+    assert mode(own) == 0o755 and mode(outside) == 0o644  # its own folder, and a link's target, untouched
+    assert mode(own / "priv" / "sources") == 0o600 and mode(own / "priv" / "hidden") == 0o600
+    sources = harness_boot.read_sources(os.open(own / "priv" / "sources", os.O_RDONLY))
+    found = os.stat(test)
+    assert sources == {str(test): (found.st_dev, found.st_ino, b"TABLE = {'13': 'th'}\n")}
+    harness_boot.unhide(str(own))
+    assert mode(test) == 0o644 and mode(repo / ".git") == 0o755 and mode(scratch / "sparring-bug") == 0o755
+    harness_boot.unhide(str(own))  # twice (the command and the clean-up after a timeout): no change
+    assert mode(test) == 0o644
+    assert harness_boot.read_sources(987654) == {}  # no such descriptor
+
+
+def test_the_test_modules_are_imported_from_the_copy_not_the_file(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's importer answers for a test file by identity and compiles what root read, not the file's text now."""
+    import os
+    import sys
+
+    from sparring.envs.swe import harness_boot
+    from sparring.envs.swe.harness_watch import compile_test
+
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    test, other = folder / "test_copied.py", folder / "helper_copied.py"
+    test.write_text("WHERE = 'the file'\n")
+    other.write_text("WHERE = 'the helper'\n")
+    found = os.stat(test)
+    importer = harness_boot.make_test_importer(
+        {str(test): (found.st_dev, found.st_ino, b"WHERE = 'the copy'\nassert WHERE\n")}, False, compile_test
+    )
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setattr(sys, "meta_path", [importer, *sys.meta_path])
+    for name in ("test_copied", "helper_copied"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    import helper_copied  # type: ignore[import-not-found]
+    import test_copied  # type: ignore[import-not-found]
+
+    assert test_copied.WHERE == "the copy" and test_copied.__file__ == str(test)
+    assert helper_copied.WHERE == "the helper"  # another module of the folder: the path-based finder's
+    assert importer.find_spec("test_copied", [str(tmp_path)]) is None  # that name elsewhere is not the test file
 
 
 def test_code_near_the_oracle_tests_is_allowed() -> None:
