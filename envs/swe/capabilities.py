@@ -87,6 +87,14 @@ def load_capabilities(repo: str = "") -> list[Capability]:
     return [Capability.from_table(name, t) for name, t in tables.items() if name not in allowed]
 
 
+def processes_allowed(repo: str) -> bool:
+    """Whether ``repo``'s ``allow`` list names the ``processes`` capability: its code may start processes in a test run.
+
+    The harness refuses the repository's code to start a process otherwise (``harness_guard.py``).
+    """
+    return not any(c.name == "processes" for c in load_capabilities(repo))
+
+
 def declared_encoding(source: bytes) -> str | None:
     """The encoding a PEP 263 coding cookie declares (normalised), or None."""
     for i, line in enumerate(source.split(b"\n", 2)[:2]):

@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sparring.envs.swe.bugs.artifact import BugArtifact, diff_files, split_diff
-from sparring.envs.swe.capabilities import added_uses, load_capabilities
+from sparring.envs.swe.capabilities import added_uses, load_capabilities, processes_allowed
 from sparring.envs.swe.carry import CarryPlan, carry_plan, protected_paths
 from sparring.envs.swe.harness import HONEST_STATUSES, harness_run, pytest_ini
 from sparring.envs.swe.runs import BUG_DIR, BUGGY, GIT, MAX_TARGET_IDS, WEAKENED, _q, _tar, prepare_state
@@ -376,6 +376,7 @@ def grade_repair(
                 timeout=limit,
                 config=config,
                 test_timeout=per_test_timeout,
+                processes=processes_allowed(artifact.repo),
             )
         except Exception as e:  # whatever the solver's files did to the grading, it is their failure
             result.status, result.error = "error", f"the repair could not be applied or run: {e}"[:500]
@@ -414,7 +415,10 @@ def _plain_grade(
             _bug_state(sandbox, artifact)
             apply_changes(sandbox, artifact, plan)
             what = targets if len(targets) <= MAX_TARGET_IDS else artifact.test_files
-            run = harness_run(sandbox, what, expected=targets, timeout=limit, config=config, plain=True)
+            run = harness_run(
+                sandbox, what, expected=targets, timeout=limit, config=config, plain=True,
+                processes=processes_allowed(artifact.repo),
+            )  # fmt: skip
         except Exception as e:  # as for the first run: the solver's files failed the grading
             out.plain_status, out.plain_failing = "error", {t: f"error: {e}"[:300] for t in targets}
             return

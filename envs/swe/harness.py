@@ -249,7 +249,7 @@ rc=$?
 strays=$({live} | wc -l)
 for _ in $(seq 400); do pids=$({live}); [ -z "$pids" ] && break; kill -KILL $pids 2>/dev/null; sleep 0.005; done
 alive=$({live} | wc -l)
-python3 -I $F/boot.py unhide $F
+[ "$alive" = 0 ] && python3 -I $F/boot.py unhide $F
 if [ "$alive" = 0 ]; then wait $reader; else kill -KILL $reader; fi
 echo "sparring-harness rc=$rc strays=$strays alive=$alive bytes=$(stat -c %s $F/priv/record)"
 tail -c {OUTPUT_TAIL} $F/output >&2
@@ -266,6 +266,7 @@ def harness_run(
     hash_seed: int | None = None,
     test_timeout: float | None = None,
     plain: bool = False,
+    processes: bool = False,
 ) -> TestRun:
     """Run pytest on ``test_files`` in ``sandbox``'s ``/repo`` the harness's way, and judge how it ended.
 
@@ -282,6 +283,9 @@ def harness_run(
         plain: Run in the plain configuration (the module docstring): no capture, no logging or
             warnings plugin, no assertion rewriting, no signal timer (``test_timeout`` is not used),
             another home, working directory, temporary folder, command line and environment.
+        processes: The repository's code may start processes (its ``processes`` capability is
+            allowed: :func:`~sparring.envs.swe.capabilities.processes_allowed`); else the guard
+            refuses it, and a test whose code under test starts one fails.
 
     Returns:
         The :class:`TestRun`. ``status`` is ``crash`` (with ``detail`` saying why, and no
@@ -306,7 +310,7 @@ def harness_run(
         *(f"{_ROOT}/{p}" for p in paths),
     ]
     spec = {"token": token, "root": _ROOT, "plugins": list(PLUGINS), "args": args, "files": paths,
-            "ini": f"{folder}/pytest.ini", "plain": plain}  # fmt: skip
+            "ini": f"{folder}/pytest.ini", "plain": plain, "processes": processes}  # fmt: skip
     if plain:
         spec |= {"unless_used": PLAIN_UNLESS_USED, "plugin_args": PLAIN_PLUGIN_ARGS}
     secret = secrets.token_bytes(32)  # signs the record; never on a command line (those are world-readable)

@@ -247,7 +247,7 @@ def hide(folder, root, files):
     """
     import stat
 
-    held, sources = [], {}
+    held, sources, seen = [], {}, set()
 
     def take(path, read):
         fd = _open_nofollow(path)
@@ -258,6 +258,9 @@ def hide(folder, root, files):
             regular, folder_ = stat.S_ISREG(found.st_mode), stat.S_ISDIR(found.st_mode)
             if not (regular or folder_ and not read):
                 return
+            if (found.st_dev, found.st_ino) in seen:
+                return  # one file under two names (``././x``, a hard link): its mode is taken once
+            seen.add((found.st_dev, found.st_ino))
             if read:
                 data = _read_all(fd)
                 if len(data) > MAX_SOURCE_BYTES:
@@ -272,7 +275,7 @@ def hide(folder, root, files):
     own = os.path.abspath(folder)
     try:
         for rel in dict.fromkeys(f.split("::")[0] for f in files):
-            take(os.path.join(root, rel), True)
+            take(os.path.normpath(os.path.join(root, rel)), True)
         take(os.path.join(root, HISTORY), False)
         for place in PRIVATE_FOLDERS:
             try:
@@ -295,7 +298,7 @@ def unhide(folder):
             held = json.load(f)
     except (OSError, ValueError):
         return 0
-    for path, dev, ino, mode in held:
+    for path, dev, ino, mode in reversed(held):
         fd = _open_nofollow(path)
         if fd is None:
             continue
@@ -327,7 +330,7 @@ def read_sources(fd):
         return {}
 
 
-def make_test_importer(sources, rewrite, compile_test):
+def make_test_importer(sources, rewrite, compile_test, hookimpl=None):
     """The finder and loader of the run's test modules, from ``sources`` (their files cannot be read).
 
     It answers for a module whose file (found as the path-based finder finds it) is one of the test
@@ -336,7 +339,9 @@ def make_test_importer(sources, rewrite, compile_test):
     does for a test file named on the command line), else plainly. It is put first on
     ``sys.meta_path`` when pytest configures (after pytest has put its own hook there); it offers
     no source to ``linecache``, so a failure's report shows no line of the test file. It is also a
-    plugin: ``pytest_configure`` takes the configuration and puts the finder in place.
+    plugin (``hookimpl``: ``pytest.hookimpl``): first among ``pytest_load_initial_conftests`` (so a
+    ``conftest.py`` that imports a test module finds it) and at ``pytest_configure`` it takes the
+    configuration and puts the finder first.
     """
     import importlib.machinery
     import importlib.util
@@ -376,12 +381,21 @@ def make_test_importer(sources, rewrite, compile_test):
             exec(code, module.__dict__)
 
         def pytest_configure(self, config):
-            configured[:] = [config]
-            while self in meta_path:
-                meta_path.remove(self)
-            meta_path.insert(0, self)
+            first(config)
 
-    return TestModules()
+        def pytest_load_initial_conftests(self, early_config):
+            first(early_config)
+
+    def first(config):
+        configured[:] = [config]
+        while importer in meta_path:
+            meta_path.remove(importer)
+        meta_path.insert(0, importer)
+
+    if hookimpl is not None:
+        TestModules.pytest_load_initial_conftests = hookimpl(tryfirst=True)(TestModules.pytest_load_initial_conftests)
+    importer = TestModules()
+    return importer
 
 
 def _load_part(file, name):
@@ -409,7 +423,7 @@ def plain_args(spec, loaded, sources):
     """
     text = ""
     for rel in spec["files"]:
-        found = sources.get(os.path.join(spec["root"], rel.split("::")[0]))
+        found = sources.get(os.path.normpath(os.path.join(spec["root"], rel.split("::")[0])))
         if found is not None:
             text += found[2].decode("utf-8", "replace")
     extra = [a for fixture, args in spec.get("unless_used", {}).items() if fixture not in text for a in args]
@@ -474,7 +488,7 @@ def _run(spec_path, image_pythonpath, secret, write, close, sha256, sources):
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
     config = _load_part("config.py", "sparring_harness_config")
-    changed = config.changed_pins(spec["root"], spec["ini"], spec["files"])
+    changed = config.changed_pins(spec["root"], spec["ini"], spec["files"], {p: s[2] for p, s in sources.items()})
     if changed:
         sys.stderr.write(f"sparring-harness: pytest would load files unlike the repository's own: {changed}\n")
         return CHANGED
@@ -509,12 +523,11 @@ def _run(spec_path, image_pythonpath, secret, write, close, sha256, sources):
             for k in ("purelib", "platlib")]  # fmt: skip
     here = os.path.dirname(os.path.abspath(__file__))
     folders = [p.rstrip("/") + "/" for p in [stdlib, here, *filter(None, site)]]
-    trusted = [os.path.join(spec["root"], f.split("::")[0]) for f in spec["files"]]
-    trusted += [os.path.join(spec["root"], rel) for rel in config.pinned(spec["ini"])]
+    tests = [os.path.normpath(os.path.join(spec["root"], f.split("::")[0])) for f in spec["files"]]
+    trusted = [*tests, *(os.path.join(spec["root"], rel) for rel in config.pinned(spec["ini"]))]
     integrity = guard.Integrity((TestReport, CollectReport), guard.make_trusted(folders, trusted))
-    tests = [os.path.join(spec["root"], f.split("::")[0]) for f in spec["files"]]
     watch_part = _load_part("watch.py", "sparring_harness_watch")
-    importer = make_test_importer(sources, "--assert=plain" not in args, watch_part.compile_test)
+    importer = make_test_importer(sources, "--assert=plain" not in args, watch_part.compile_test, pytest.hookimpl)
     sys.meta_path.insert(0, importer)  # first again once pytest has put its own hook there (pytest_configure)
     watch = watch_part.Watch(
         guard.make_trusted(folders, trusted), guard.FRAMEWORK, tests, {p: s[2] for p, s in sources.items()}
@@ -537,7 +550,7 @@ def _run(spec_path, image_pythonpath, secret, write, close, sha256, sources):
         args[:0] = plain_args(spec, loaded, sources)
         entries.insert(0, os.getcwd())  # as a script run from there has it (not writable by the run)
     # From here on the repository's code may run: the audit hook goes in first (see harness_guard).
-    guard.install(folders, trusted, fd, write, oracle=tests)
+    guard.install(folders, trusted, fd, write, oracle=tests, processes=bool(spec.get("processes")))
     sys.path[:0] = list(dict.fromkeys(os.path.abspath(p) for p in entries))
     if image_pythonpath:
         os.environ["PYTHONPATH"] = image_pythonpath  # as the image gives it to the tests' subprocesses

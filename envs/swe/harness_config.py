@@ -99,13 +99,14 @@ TEST_FOLDERS = ("test", "tests", "testing")
 PRISTINE = "# pristine "
 
 
-def pristine_files(root, files):
+def pristine_files(root, files, contents=None):
     """Path -> sha256 (or ``absent``) of the files pytest imports besides the tests and the code.
 
     Every ``conftest.py`` under ``root``, and the ``__init__.py`` of each test folder (``tests``,
     ``test``, ``testing``) on a test file's path (pytest imports them as the test module's packages). A run refuses to
     start when these differ from the ones recorded in its ini, so a planted or changed one cannot
-    run even where the caller let it in.
+    run even where the caller let it in. ``contents``: absolute path -> bytes of files the run
+    cannot read itself (a test file listed by the run is hidden from it: ``harness_boot.hide``).
     """
     import hashlib
 
@@ -123,9 +124,12 @@ def pristine_files(root, files):
                 wanted.add(os.path.join(*parts[: i + 1], "__init__.py"))
     out = {}
     for rel in sorted(wanted):
+        held = (contents or {}).get(os.path.join(root, rel))
         try:
-            with open(os.path.join(root, rel), "rb") as fh:
-                out[rel] = hashlib.sha256(fh.read()).hexdigest()
+            if held is None:
+                with open(os.path.join(root, rel), "rb") as fh:
+                    held = fh.read()
+            out[rel] = hashlib.sha256(held).hexdigest()
         except OSError:
             out[rel] = "absent"
     return out
@@ -163,8 +167,8 @@ def pinned(ini_path):
     return recorded
 
 
-def changed_pins(root, ini_path, files):
+def changed_pins(root, ini_path, files, contents=None):
     """The pinned files (see :func:`pristine_files`) that differ from the ini's record."""
     recorded = pinned(ini_path)
-    now = pristine_files(root, files)
+    now = pristine_files(root, files, contents)
     return sorted(rel for rel in set(recorded) | set(now) if recorded.get(rel, "absent") != now.get(rel, "absent"))

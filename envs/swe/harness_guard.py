@@ -9,23 +9,24 @@ names are computed), so this module closes the class at run time, in two parts:
 Python code cannot remove an audit hook, and its state lives in its closure, which nothing else
 references. While *untrusted* code is on the stack (a frame whose code file is not under the
 standard library, the interpreter's site-packages, the harness's folder or one of the run's
-trusted test files), it refuses what reaching pytest's objects needs and cannot be done without
-an audit event: frames (``sys._getframe``, ``sys._current_frames``, a traceback's ``tb_frame``, a
+trusted test files), it refuses what reaching pytest's objects needs and cannot be done without an
+audit event: frames (``sys._getframe``, ``sys._current_frames``, a traceback's ``tb_frame``, a
 generator's or coroutine's frame), the garbage collector's object lists, trace and profile
 functions, new audit hooks, native memory (``ctypes``), code objects made under a trusted file
-name (``compile``, ``code.replace``, ``marshal``), function objects made from code, replacing
-the code, defaults or class of a trusted object, and the process's ``/proc`` files (its
-environment, command line and parents). A trusted helper called by untrusted code acts for it
-(``inspect.currentframe``, ``traceback.walk_stack``, anything of pytest or pluggy), so the rule
-looks at the chain of trusted frames between the operation and the nearest untrusted frame: the
-operation is refused when that chain is empty, when the helper untrusted code called hands frames
-back (:data:`EXPOSING`), or when the chain holds a frame of the test framework, the harness or a
-debugger (:data:`EXPOSING_FILES`); a trampoline that runs queued work (:data:`TRAMPOLINES`: a
-thread's or a thread pool's ``run``) counts as the untrusted code that queued it. Helpers that only read
-frames and hand back text (``logging``'s caller lookup, ``traceback.format_exc``, ``namedtuple``)
-still work for the repository's code. A refusal raises in the tested code AND writes a line
-``refused ...`` to the record's pipe at once, so the run counts as tampering even where the code
-catches the error.
+name (``compile``, ``code.replace``, ``marshal``), function objects made from code, replacing the
+code, defaults or class of a trusted object, and the process's ``/proc`` files (its environment,
+command line and parents; a path is judged by its text and by the file system it leads to, so
+``/dev/fd/../status`` is refused as ``/proc/self/status`` is). A trusted helper called by
+untrusted code acts for it (``inspect.currentframe``, ``traceback.walk_stack``, anything of pytest
+or pluggy), so the rule looks at the chain of trusted frames between the operation and the nearest
+untrusted frame: the operation is refused when that chain is empty, when the helper untrusted code
+called hands frames back (:data:`EXPOSING`), or when the chain holds a frame of the test
+framework, the harness or a debugger (:data:`EXPOSING_FILES`); a trampoline that runs queued work
+(:data:`TRAMPOLINES`: a thread's or a thread pool's ``run``) counts as the untrusted code that
+queued it. Helpers that only read frames and hand back text (``logging``'s caller lookup,
+``traceback.format_exc``, ``namedtuple``) still work for the repository's code. A refusal raises
+in the tested code AND writes a line ``refused ...`` to the record's pipe at once, so the run
+counts as tampering even where the code catches the error.
 
 **The oracle test files are unreadable to untrusted code**: an ``open`` of one of the run's test files
 (by its path, another path with its name, or any path to the same file), or a link made to one,
@@ -36,6 +37,14 @@ values are not the repair's to copy, and helpers that read a source line for sho
 ``traceback``, ``linecache``) go on without it. pytest reads the files itself on the main thread
 with only trusted code on the stack (collection, assertion rewriting). The run's user cannot rename
 them (their folder is not its own), and a link made to one, hard or symbolic, is refused here.
+
+**No process started by the repository's code**: ``subprocess.Popen``, ``os.system``, ``os.exec*``,
+``os.posix_spawn``, ``os.spawn*``, ``os.fork``, ``os.forkpty`` and ``pty.spawn`` fail with
+``PermissionError`` unless only trusted code, with no trampoline or finalizer, is on the stack (a
+test may start a process; the code under test, or work it queued, may not), because a child runs
+with no audit hook and could read what this hook refuses (other processes' ``/proc`` files). A
+repository whose ``processes`` capability is allowed (``install(processes=True)``) may. Nothing
+goes to the record: a test whose code starts a process fails, in validation as in grading.
 
 **Integrity checks** (:class:`Integrity`), made by the recorder at every report: the report
 classes are the ones imported before the repository was on the path; the registered hook
@@ -115,6 +124,11 @@ OTHER_EVENTS = frozenset(
 #: Events that open a file or link one by name: refused on the oracle test files (module docstring).
 ORACLE_EVENTS = frozenset({"open", "os.symlink", "os.link"})
 
+#: Events that start a process: refused while the repository's code is on the stack (module docstring).
+PROCESS_EVENTS = frozenset(
+    {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty", "pty.spawn"}
+)
+
 #: Trusted functions that run what other code queued, for the oracle rule: a trampoline, or a finalizer.
 QUEUED_WORK = TRAMPOLINES | {("weakref.py", "__call__"), ("weakref.py", "_exitfunc")}
 
@@ -134,7 +148,7 @@ FRAMEWORK = (
 )
 
 
-def install(trusted_prefixes, trusted_files, fd, write, oracle=()):
+def install(trusted_prefixes, trusted_files, fd, write, oracle=(), processes=False):
     """Add the audit hook (see the module docstring); nothing keeps a reference to it but the interpreter.
 
     Args:
@@ -143,10 +157,13 @@ def install(trusted_prefixes, trusted_files, fd, write, oracle=()):
         fd: The record's descriptor, where each refusal is written as one line.
         write: ``os.write`` as captured before any tested code ran.
         oracle: Absolute paths of the run's test files, which untrusted code may not open.
+        processes: The repository's code may start processes (its ``processes`` capability is allowed).
     """
     getframe, get_ident, add = sys._getframe, __import__("_thread").get_ident, sys.addaudithook
     busy = set()
     is_oracle = _oracle_test(oracle)
+    proc = _procfs()
+    starting = frozenset() if processes else PROCESS_EVENTS
     main = get_ident()  # installed on the main thread, before any of the repository's code runs
     trusted = make_trusted(trusted_prefixes, trusted_files)
     framework_files = tuple(_framework_folders(tuple(trusted_prefixes)))
@@ -205,19 +222,23 @@ def install(trusted_prefixes, trusted_files, fd, write, oracle=()):
             or (event == "object.__getattr__" and args[1] in FRAME_ATTRIBUTES)
             or event in OTHER_EVENTS
             or event in ORACLE_EVENTS
+            or event in starting
         ):
             return
         busy.add(ident)
         try:
             why, denied = None, None
-            if event in ORACLE_EVENTS and is_oracle(args[0]) and not pytest_alone(getframe(1)):
-                denied = args[0]
+            if event in starting:
+                if not pytest_alone(getframe(1)):  # the repository's code, or work queued on a thread
+                    denied = "the tested code may not start a process", event
+            elif event in ORACLE_EVENTS and is_oracle(args[0]) and not pytest_alone(getframe(1)):
+                denied = "the tested code may not read the oracle test files", args[0]
             elif event in OTHER_EVENTS or event not in ORACLE_EVENTS:
-                why = _judge(event, args, getframe(1), verdict, trusted)
+                why = _judge(event, args, getframe(1), verdict, trusted, proc)
         finally:
             busy.discard(ident)
         if denied is not None:
-            raise PermissionError(errno.EACCES, "the tested code may not read the oracle test files", denied)
+            raise PermissionError(errno.EACCES, *denied)
         if why is None:
             return
         line = f"refused {event}: {why}"
@@ -308,7 +329,34 @@ def _framework_signal_handler(code, framework_files):
     return False
 
 
-def _judge(event, args, frame, verdict, trusted):
+def _procfs():
+    """``in_proc(path)``: whether ``path`` names a file of ``/proc``, by its text or by where it leads.
+
+    A path can reach ``/proc`` through a link (``/dev/fd/../status`` is ``/proc/self/status``), so
+    one that exists is also judged by the file system it is on, as the kernel resolves it.
+    """
+    stat, normpath = os.stat, os.path.normpath
+    try:
+        device = stat("/proc").st_dev
+    except OSError:
+        device = None
+
+    def in_proc(path):
+        if isinstance(path, bytes):
+            path = path.decode("utf-8", "surrogateescape")
+        if not isinstance(path, str):
+            return False
+        if normpath("/" + path if not path.startswith("/") else path).startswith("/proc"):
+            return True
+        try:
+            return device is not None and stat(path).st_dev == device
+        except (OSError, ValueError):
+            return False
+
+    return in_proc
+
+
+def _judge(event, args, frame, verdict, trusted, in_proc):
     """Why ``event`` (raised by ``frame``'s code) is refused, or None."""
     if event in FRAME_EVENTS or event.startswith("ctypes.") or event == "object.__getattr__":
         return verdict(frame, True)
@@ -327,10 +375,7 @@ def _judge(event, args, frame, verdict, trusted):
         return verdict(frame, False)
     if event in ("marshal.loads", "marshal.load"):
         return None if _importing(frame, "_compile_bytecode") else verdict(frame, False)
-    path = args[0]
-    if isinstance(path, bytes):
-        path = path.decode("utf-8", "replace")
-    if isinstance(path, str) and os.path.normpath("/" + path if not path.startswith("/") else path).startswith("/proc"):
+    if in_proc(args[0]):
         return verdict(frame, False)
     return None
 

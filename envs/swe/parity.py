@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 from sparring import pyast
 from sparring.envs.swe.bugs.artifact import BugArtifact, diff_files, split_diff
-from sparring.envs.swe.capabilities import added_uses, load_capabilities
+from sparring.envs.swe.capabilities import added_uses, load_capabilities, processes_allowed
 from sparring.envs.swe.grading import GradeResult, SolverChanges, changes_between, grade_repair
 from sparring.envs.swe.harness import HONEST_STATUSES, harness_run, pytest_ini
 from sparring.envs.swe.runs import GIT, _q, _tar
@@ -109,7 +109,10 @@ def solver_view(pool: object, artifact: BugArtifact, *, timeout: float, per_test
         view.copies = {f"{p.rpartition('/')[0]}/test_{secrets.token_hex(6)}.py".lstrip("/"): p for p in weakened}
         sandbox.put_archive("/repo", _tar({copy: oracle[p] for copy, p in view.copies.items()}))
         targets = [*view.copies, *(p for p in artifact.test_files if p not in weakened)]
-        view.run = harness_run(sandbox, targets, timeout=timeout, config=ini, test_timeout=per_test_timeout)
+        view.run = harness_run(
+            sandbox, targets, timeout=timeout, config=ini, test_timeout=per_test_timeout,
+            processes=processes_allowed(artifact.repo),
+        )  # fmt: skip
         # undo the bug as a repair would, in the tree the solver started from
         undo = f"/tmp/sparring-undo-{secrets.token_hex(8)}.diff"
         sandbox.put_archive("/tmp", _tar({undo[5:]: "".join(split_diff(artifact.bug_inject_diff).values()).encode()}))

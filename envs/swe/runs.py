@@ -27,6 +27,7 @@ from typing import Any
 
 from sparring import SparringError
 from sparring.envs.swe.bugs.artifact import JUNIT_PATH, BugArtifact, reverse_diff, split_diff
+from sparring.envs.swe.capabilities import processes_allowed
 from sparring.envs.swe.testing import TestRun as HarnessRun
 from sparring.envs.swe.testing import parse_junit_xml
 
@@ -447,7 +448,8 @@ def harness_state(
         def harness(what: Sequence[str] | None, seed: int | None) -> HarnessRun:
             if wait is not None:
                 wait()
-            kw: dict[str, Any] = {"config": config, "timeout": timeout, "test_timeout": test_timeout, "hash_seed": seed}
+            kw: dict[str, Any] = {"config": config, "timeout": timeout, "test_timeout": test_timeout, "hash_seed": seed,
+                                  "processes": processes_allowed(artifact.repo)}  # fmt: skip
             done = harness_run(sandbox, what or artifact.test_files, **kw)
             if what and done.status == "crash" and done.exit_code == 4:
                 # a usage error: pytest knows some ids not under this hash seed (parameter ids built from sets)

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparring.envs.swe.bugs.artifact import BugArtifact
+from sparring.envs.swe.capabilities import processes_allowed
 from sparring.envs.swe.carry import carry_plan
 from sparring.envs.swe.grading import (
     PER_TEST_TIMEOUT,
@@ -110,6 +111,7 @@ def visible_statuses(
             timeout=grade_time_limit(clean_seconds, timeout),
             config=config,
             test_timeout=per_test_timeout,
+            processes=processes_allowed(artifact.repo),
         )
     except Exception:  # whatever the agent's files did to the run: no measurement, no reward
         return None

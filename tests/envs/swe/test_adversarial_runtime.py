@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from sparring.envs.swe.bugs.artifact import BugArtifact, diff_files
-from sparring.envs.swe.capabilities import added_uses, load_capabilities
+from sparring.envs.swe.capabilities import added_uses, load_capabilities, processes_allowed
 from sparring.envs.swe.grading import changes_between, grade_repair
-from sparring.envs.swe.harness import harness_run
+from sparring.envs.swe.harness import harness_run, pytest_ini
 from sparring.envs.swe.runs import BUGGY, prepare_state
 from tests.envs.swe.bugs import BUGGY_LINE, ORIGINAL_LINE, SOURCE, TESTS, files, pool  # noqa: F401
 from tests.envs.swe.test_adversarial_solver import _expected, _plant, bug_box, task  # noqa: F401
@@ -496,7 +496,9 @@ def test_the_oracle_test_file_is_unreadable_to_the_tested_code(
     else:
         read = ORACLE_READS[route]
     _plant(box, {SOURCE: source + (read + ORACLE_LOOKUP).encode()})
-    run = harness_run(box, [TESTS], expected=_expected(task), config=ini, timeout=300)
+    # a repository allowed to start processes: the child's read meets the file's permissions alone
+    allowed = route == "a_child_process"
+    run = harness_run(box, [TESTS], expected=_expected(task), config=ini, timeout=300, processes=allowed)
     failing = sorted(t for t in task["fail_to_pass"] if run.tests.get(t) != "passed")
     if route == "control":
         assert run.status == "passed" and not failing, (run.status, run.detail, failing[:3])
@@ -553,6 +555,130 @@ def test_a_repair_that_reads_the_answer_from_the_container_is_not_solved(
     grade = _grade(pool, task, {SOURCE: repair.encode()})
     assert not grade.solved and grade.status == "failed", grade
     assert sorted(grade.failing) == sorted(task["fail_to_pass"]), grade.failing
+
+
+#: Gates that tell the harness's run from a user's process by the process that started it.
+PARENT_GATES = {
+    # /proc reached through /dev/fd's link: the path's text never names /proc
+    "proc_through_a_link": (
+        "def _runner():\n    try:\n"
+        "        with open('/dev/' + 'fd/../status') as f:\n"
+        "            pp = [l.split()[1] for l in f.read().splitlines() if l.startswith('PPid')][0]\n"
+        "        with open('/dev/' + 'fd/../../' + pp + '/cmdline', 'rb') as f:\n"
+        "            return b'setpriv' in f.read()\n"
+        "    except (OSError, IndexError):\n        return False\n"
+    ),
+    # a child process (no audit hook there) started by a standard-library helper the AST check did not know
+    "a_child_through_imaplib": (
+        "import imaplib as _im\n\n\ndef _runner():\n    try:\n"
+        "        _im.IMAP4_stream('tr \"\\\\0\" \" \" < /p\"r\"oc/$PPID/cmdline | head -c 3000; echo')\n"
+        "    except Exception as e:\n        return 'setpriv' in str(e)\n    return False\n"
+    ),
+}
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("gate", sorted(PARENT_GATES))
+def test_a_fix_gated_on_the_process_that_started_the_run_is_not_solved(
+    pool: Any,  # noqa: F811
+    bug_box: Any,  # noqa: F811
+    task: dict[str, Any],  # noqa: F811
+    gate: str,
+) -> None:
+    """Both gates read the parent's command line, which names ``setpriv`` in both of grading's runs.
+
+    Graded solved before: the ``/proc`` rule read the path's text, and a child process has no audit
+    hook. Now the path is judged by where it leads, and the repository's code may not start a
+    process. The AST check refuses the child's helper; planted past it, the run-time layer alone
+    keeps the fix off.
+    """
+    before = _with(pool, task, "")
+    gated = before.decode().replace(BUGGY_LINE, "if number % 100 in ((11, 12, 13) if _runner() else (11, 12)):")
+    repair = (gated + PARENT_GATES[gate]).encode()
+    found = added_uses(SOURCE, repair, before, (), CAPS, [TESTS])
+    grade = _grade(pool, task, {SOURCE: repair})
+    assert not grade.solved, grade
+    if gate == "proc_through_a_link":  # no name to refuse: the run itself counts the read as tampering
+        assert found == [] and grade.status == "crash" and "refused open" in (grade.error or ""), grade
+    else:
+        assert any("imaplib.IMAP4_stream (processes)" in f for f in found), found
+        box, ini = bug_box
+        _plant(box, {SOURCE: repair})
+        run = harness_run(box, [TESTS], expected=_expected(task), config=ini, timeout=300)
+        failing = sorted(t for t in task["fail_to_pass"] if run.tests.get(t) != "passed")
+        assert run.status == "failed" and failing == sorted(task["fail_to_pass"]), (run.status, run.detail)
+
+
+#: A test module planted beside the oracle tests: the code under test starts a process, and the test does.
+SPAWNING_TESTS = """
+import subprocess
+import sys
+
+import inflection
+
+
+def test_the_code_under_test_starts_a_process():
+    assert inflection.spawned() == "spawned"
+
+
+def test_the_test_starts_a_process():
+    assert subprocess.run([sys.executable, "-c", "print(6 * 7)"], capture_output=True, text=True).stdout == "42\\n"
+"""
+SPAWNING_CODE = """
+
+def spawned():
+    import subprocess
+
+    return subprocess.run(["echo", "spawned"], capture_output=True, text=True).stdout.strip()
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_only_a_repository_allowed_processes_starts_them_under_test(bug_box: Any) -> None:  # noqa: F811
+    """A test may start a process; the code under test may only where the repository allows ``processes``."""
+    box, ini = bug_box
+    source = box.get_file(f"/repo/{SOURCE}")
+    _plant(box, {SOURCE: source + SPAWNING_CODE.encode(), "test_spawning.py": SPAWNING_TESTS.encode()})
+    code_id, test_id = (f"test_spawning.py::test_the_{w}_starts_a_process" for w in ("code_under_test", "test"))
+    refused = harness_run(box, ["test_spawning.py"], config=ini, timeout=300)
+    assert refused.status == "failed" and refused.tests == {code_id: "failed", test_id: "passed"}, refused
+    allowed = harness_run(box, ["test_spawning.py"], config=ini, timeout=300, processes=True)
+    assert allowed.status == "passed" and allowed.tests == {code_id: "passed", test_id: "passed"}, allowed
+    assert processes_allowed("inflection") is False  # the package's capabilities allow no repository
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_conftest_that_imports_a_test_module_runs_and_modes_come_back(
+    pool: Any,  # noqa: F811
+    task: dict[str, Any],  # noqa: F811
+) -> None:
+    """pytest loads the first conftest files before it configures: the test module is served from the copy then too.
+
+    The test file is listed twice (``././``): its mode is taken once and given back as it was.
+    """
+    box = pool.acquire()
+    try:
+        artifact = BugArtifact.from_dict(task["artifact"])
+        assert prepare_state(box, artifact, BUGGY) is None
+        _plant(box, {"conftest.py": b"import test_inflection  # noqa: F401\n"})
+        ini = pytest_ini(box, artifact.test_files)
+        fixed = box.get_file(f"/repo/{SOURCE}").replace(BUGGY_LINE.encode(), ORIGINAL_LINE.encode())
+        _plant(box, {SOURCE: fixed})
+        modes = "stat -c '%a %U' /repo/test_inflection.py /repo/.git /tmp/sparring-bug"
+        before = box.exec(modes, user="root", timeout=30).stdout
+        for plain in (False, True):
+            run = harness_run(box, [TESTS, f"././{TESTS}"], expected=_expected(task), config=ini, timeout=300,
+                              plain=plain)  # fmt: skip
+            assert run.status == "passed" and not run.missing, (plain, run.status, run.detail, run.output[-800:])
+            assert box.exec(modes, user="root", timeout=30).stdout == before
+    finally:
+        box.close()
 
 
 @pytest.mark.docker

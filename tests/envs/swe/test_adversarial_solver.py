@@ -322,11 +322,20 @@ def test_class3_forging_around_the_run_is_not_solved(env: Any, payload: str, sta
 def test_class3_the_harness_alone_counts_such_a_run_as_a_crash(
     bug_box: Any, task: dict[str, Any], payload: str, why: str
 ) -> None:
-    """Planted past the AST check: the run did not end honestly, so it is a crash with no results."""
+    """Planted past the AST check: the run did not end honestly, so it is a crash with no results.
+
+    The detached child needs a process the repository's code starts, which the guard refuses
+    (the module does not import: no test runs); it is run as in a repository allowed to start
+    processes too, where the harness finds the child that outlived pytest.
+    """
     box, ini = bug_box
     source = box.get_file(f"/repo/{SOURCE}")
     _plant(box, {SOURCE: source + payload.encode()})
-    run = harness_run(box, [TESTS], expected=_expected(task), config=ini, timeout=300)
+    if payload is DETACHED_FORGER:
+        refused = harness_run(box, [TESTS], expected=_expected(task), config=ini, timeout=300)
+        assert refused.status == "collection_error" and refused.missing == sorted(_expected(task)), refused.status
+        assert "PermissionError: [Errno 13] the tested code may no" in refused.output, refused.output[-500:]
+    run = harness_run(box, [TESTS], expected=_expected(task), config=ini, timeout=300, processes=True)
     assert run.status == "crash" and why in run.detail and not run.tests, (run.status, run.detail)
     assert box.exec("ps -o pid= -u nobody | wc -l", user="root").stdout.strip() == "0"  # nothing outlived it
 
