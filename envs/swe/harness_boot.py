@@ -263,9 +263,8 @@ def hide(folder, root, files):
             seen.add((found.st_dev, found.st_ino))
             if read:
                 data = _read_all(fd)
-                if len(data) > MAX_SOURCE_BYTES:
-                    return
-                sources[path] = [found.st_dev, found.st_ino, data.decode("latin-1")]
+                if len(data) <= MAX_SOURCE_BYTES:  # a larger one is hidden all the same, and not imported
+                    sources[path] = [found.st_dev, found.st_ino, data.decode("latin-1")]
             mode = stat.S_IMODE(found.st_mode)
             held.append([path, found.st_dev, found.st_ino, mode])
             os.fchmod(fd, mode & ~0o077)
@@ -347,7 +346,7 @@ def make_test_importer(sources, rewrite, compile_test, hookimpl=None):
     import importlib.util
 
     find, located = importlib.machinery.PathFinder.find_spec, importlib.util.spec_from_file_location
-    stat_of, meta_path = os.stat, sys.meta_path
+    stat_of, meta_path, run_code = os.stat, sys.meta_path, exec  # bound before any of the repository's code runs
     by_file = {(dev, ino): data for dev, ino, data in sources.values()}
     stems = {os.path.basename(p).rpartition(".")[0] or os.path.basename(p) for p in sources}
     configured = []
@@ -378,7 +377,7 @@ def make_test_importer(sources, rewrite, compile_test, hookimpl=None):
             if source is None:
                 raise ImportError(f"{origin} is not one of the run's test files", path=origin)
             code = compile_test(origin, source, configured[0] if rewrite and configured else None)
-            exec(code, module.__dict__)
+            run_code(code, module.__dict__)
 
         def pytest_configure(self, config):
             first(config)

@@ -85,6 +85,7 @@ COMPARISON = frozenset({"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge_
                         "__subclasscheck__"})  # fmt: skip
 
 _SUBCLASSES = type.__dict__["__subclasses__"]  # read through the type, not through a metaclass's hooks
+_COMPILE = compile  # the builtin as it was when the harness loaded, before any of the repository's code ran
 _OWN_DICT = type.__dict__["__dict__"].__get__
 _QUALNAME = type.__dict__["__qualname__"].__get__
 #: The builtin types' own special methods, unbound (``object.__eq__``, ``str.__lt__``).
@@ -629,14 +630,14 @@ def compile_test(path, source, config):
     as its import hook rewrites a test file named on the command line.
     """
     if config is None:
-        return compile(source, path, "exec", dont_inherit=True)
+        return _COMPILE(source, path, "exec", dont_inherit=True)
     import ast
 
     from _pytest.assertion.rewrite import rewrite_asserts
 
     tree = ast.parse(source, filename=path)
     rewrite_asserts(tree, source, path, config)
-    return compile(tree, path, "exec", dont_inherit=True)
+    return _COMPILE(tree, path, "exec", dont_inherit=True)
 
 
 def _same(these, those):

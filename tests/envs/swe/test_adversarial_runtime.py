@@ -843,6 +843,11 @@ def test_hide_takes_the_tests_and_the_private_places_from_the_run_and_unhide_giv
     harness_boot.unhide(str(own))  # twice (the command and the clean-up after a timeout): no change
     assert mode(test) == 0o644
     assert harness_boot.read_sources(987654) == {}  # no such descriptor
+    monkeypatch.setattr(harness_boot, "MAX_SOURCE_BYTES", 8)  # a file over the cap: hidden, not handed over
+    harness_boot.hide(str(own), str(repo), ["tests/test_core.py"])
+    assert mode(test) == 0o600 and harness_boot.read_sources(os.open(own / "priv" / "sources", os.O_RDONLY)) == {}
+    harness_boot.unhide(str(own))
+    assert mode(test) == 0o644
 
 
 def test_the_test_modules_are_imported_from_the_copy_not_the_file(
