@@ -377,6 +377,7 @@ def grade_repair(
                 config=config,
                 test_timeout=per_test_timeout,
                 processes=processes_allowed(artifact.repo),
+                hidden=False,  # the plain run hides: a refusal shared by both would mark them (harness_run)
             )
         except Exception as e:  # whatever the solver's files did to the grading, it is their failure
             result.status, result.error = "error", f"the repair could not be applied or run: {e}"[:500]

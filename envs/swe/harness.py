@@ -35,7 +35,12 @@ left to the repository, the artifact or the code under test:
   pytest gets the test files' contents on a descriptor the bootstrap reads before the repository
   is on ``sys.path`` and imports the test modules from that copy; the pytest process is made
   non-dumpable, so its children cannot read its memory. The modes come back (``unhide``) once
-  every process of the run is gone.
+  every process of the run is gone. Every run hides so but grading's first one (``hidden=False``):
+  a refusal the tested code can meet and go on from (a file it cannot open, a process it cannot
+  start) is itself a mark of the run, and a fix keyed on a mark both of grading's runs share
+  passes both. Grading's first run refuses nothing of the kind and the plain run hides everything,
+  so a repair that needs what is hidden fails the plain run, and one keyed on the refusal fails
+  the first.
 * **Its own guard inside the run** (``harness_guard.py``, copied beside the bootstrap): an audit
   hook refuses the repository's code the frames, gc lists, trace functions, native memory and
   forged code objects that reaching pytest's objects needs, and the recorder checks at every
@@ -228,7 +233,9 @@ env -i PATH="$PATH" LANG="${{LANG:-C.UTF-8}}" HOME={plain.home} USER={user} LOGN
   3> $F/priv/record.fifo 4< $F/priv/secret 5< $F/priv/sources"""
 
 
-def _command(folder: str, paths: list[str], config: str | None, hash_seed: int | None, plain: _Plain | None) -> str:
+def _command(
+    folder: str, paths: list[str], config: str | None, hash_seed: int | None, plain: _Plain | None, hidden: bool
+) -> str:
     uid = plain.uid if plain else RUN_UID
     live = f"ps -o pid=,stat= -u {uid} | awk '$2 !~ /^Z/ {{print $1}}'"
     ini = (
@@ -239,9 +246,14 @@ def _command(folder: str, paths: list[str], config: str | None, hash_seed: int |
     )
     seed = "${PYTHONHASHSEED:-0}" if hash_seed is None else str(int(hash_seed))
     files = " ".join(shlex.quote(p) for p in paths)
+    hide = (
+        f"python3 -I $F/boot.py hide $F {_ROOT} {files} || {{ echo 'sparring-harness: hide failed'; exit 0; }}"
+        if hidden
+        else "printf '{}' > $F/priv/sources"
+    )
     return f"""set -u
 F={folder}
-{ini}python3 -I $F/boot.py hide $F {_ROOT} {files} || {{ echo 'sparring-harness: could not hide the tests'; exit 0; }}
+{ini}{hide}
 mkfifo -m 600 $F/priv/record.fifo
 cat < $F/priv/record.fifo > $F/priv/record & reader=$!
 {_launch(seed, uid, plain)}
@@ -267,6 +279,7 @@ def harness_run(
     test_timeout: float | None = None,
     plain: bool = False,
     processes: bool = False,
+    hidden: bool = True,
 ) -> TestRun:
     """Run pytest on ``test_files`` in ``sandbox``'s ``/repo`` the harness's way, and judge how it ended.
 
@@ -286,6 +299,12 @@ def harness_run(
         processes: The repository's code may start processes (its ``processes`` capability is
             allowed: :func:`~sparring.envs.swe.capabilities.processes_allowed`); else the guard
             refuses it, and a test whose code under test starts one fails.
+        hidden: Hide what the run may not read (the test files, the history, ``/tmp``: the module
+            docstring) and refuse the repository's code what it may only be refused without a
+            trace (opening a test file, starting a process). False (grading's first run only) lets
+            the run read and start what it likes: a refusal the code can catch would tell every
+            such run from a user's process, so it belongs to one of grading's two runs, the plain
+            one, which is always hidden.
 
     Returns:
         The :class:`TestRun`. ``status`` is ``crash`` (with ``detail`` saying why, and no
@@ -310,7 +329,8 @@ def harness_run(
         *(f"{_ROOT}/{p}" for p in paths),
     ]
     spec = {"token": token, "root": _ROOT, "plugins": list(PLUGINS), "args": args, "files": paths,
-            "ini": f"{folder}/pytest.ini", "plain": plain, "processes": processes}  # fmt: skip
+            "ini": f"{folder}/pytest.ini", "plain": plain, "processes": processes,
+            "hidden": hidden or plain}  # fmt: skip
     if plain:
         spec |= {"unless_used": PLAIN_UNLESS_USED, "plugin_args": PLAIN_PLUGIN_ARGS}
     secret = secrets.token_bytes(32)  # signs the record; never on a command line (those are world-readable)
@@ -318,7 +338,7 @@ def harness_run(
     if config is not None:
         files["pytest.ini"] = config.encode()
     _put_boot(sandbox, token[:16] if plain else token, files, base)
-    command = _command(folder, paths, config, hash_seed, place)
+    command = _command(folder, paths, config, hash_seed, place, hidden or plain)
     result = sandbox.exec(command, workdir="/", user="root", timeout=timeout)
     record: bytes | None = None
     status = _STATUS_LINE.search(result.stdout)

@@ -549,7 +549,10 @@ def _run(spec_path, image_pythonpath, secret, write, close, sha256, sources):
         args[:0] = plain_args(spec, loaded, sources)
         entries.insert(0, os.getcwd())  # as a script run from there has it (not writable by the run)
     # From here on the repository's code may run: the audit hook goes in first (see harness_guard).
-    guard.install(folders, trusted, fd, write, oracle=tests, processes=bool(spec.get("processes")))
+    hidden = spec.get("hidden", True)  # else nothing is refused that the code could catch (harness.harness_run)
+    guard.install(
+        folders, trusted, fd, write, oracle=tests if hidden else (), processes=bool(spec.get("processes")) or not hidden
+    )
     sys.path[:0] = list(dict.fromkeys(os.path.abspath(p) for p in entries))
     if image_pythonpath:
         os.environ["PYTHONPATH"] = image_pythonpath  # as the image gives it to the tests' subprocesses

@@ -546,13 +546,59 @@ def test_a_repair_that_reads_the_answer_from_the_container_is_not_solved(
 ) -> None:
     """The artifact's folder (its diffs) and the repository's history hold the code before the bug.
 
-    The repair names nothing the AST check refuses; what keeps it unsolved is that the run's user
-    cannot read either place.
+    The repair names nothing the AST check refuses. Grading's first run hides nothing (a refusal
+    there would be a marker both runs share), so the repair reads the answer and passes it; the
+    plain run's user cannot read either place, and the FAIL_TO_PASS tests fail there.
     """
     before = _with(pool, task, "")
     repair = (before.decode().replace(BUGGY_LINE, "if number % 100 in _teens():") + ANSWER_READS[route] + ANSWER_LOOKUP)
     assert added_uses(SOURCE, repair.encode(), before, (), CAPS, [TESTS]) == []
     grade = _grade(pool, task, {SOURCE: repair.encode()})
+    assert not grade.solved and grade.status == "passed" and grade.plain_status == "failed", grade
+    assert sorted(grade.plain_failing) == sorted(task["fail_to_pass"]), grade.plain_failing
+    assert sorted(grade.failing) == sorted(task["fail_to_pass"]), grade.failing
+
+
+#: Gates on what the plain run refuses without a trace: were grading's first run refused the same, a
+#: fix keyed on the refusal would be on in both runs (and off for every user).
+REFUSAL_GATES = {
+    "an_unreadable_file_in_the_repository": (
+        "import os as _os\n\n\ndef _runner():\n"
+        "    for folder, _, names in _os.walk('/repo'):\n"
+        "        for name in names:\n"
+        "            if not _os.access(_os.path.join(folder, name), _os.R_OK):\n"
+        "                return True\n"
+        "    return False\n"
+    ),
+    "a_test_file_that_cannot_be_opened": (
+        "import os as _os\n\n\ndef _runner():\n"
+        "    for folder, _, names in _os.walk('/repo'):\n"
+        "        for name in names:\n"
+        "            if name.startswith('te' + 'st_') and name.endswith('.py'):\n"
+        "                try:\n"
+        "                    open(_os.path.join(folder, name)).close()\n"
+        "                except PermissionError:\n"
+        "                    return True\n"
+        "    return False\n"
+    ),
+}
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("gate", sorted(REFUSAL_GATES))
+def test_a_fix_gated_on_what_the_plain_run_refuses_is_not_solved(
+    pool: Any,  # noqa: F811
+    task: dict[str, Any],  # noqa: F811
+    gate: str,
+) -> None:
+    """The first was graded solved, reward 1, when both of grading's runs hid the test files."""
+    before = _with(pool, task, "")
+    gated = before.decode().replace(BUGGY_LINE, "if number % 100 in ((11, 12, 13) if _runner() else (11, 12)):")
+    repair = (gated + REFUSAL_GATES[gate]).encode()
+    assert added_uses(SOURCE, repair, before, (), CAPS, [TESTS]) == []
+    grade = _grade(pool, task, {SOURCE: repair})
     assert not grade.solved and grade.status == "failed", grade
     assert sorted(grade.failing) == sorted(task["fail_to_pass"]), grade.failing
 
