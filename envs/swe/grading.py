@@ -301,6 +301,22 @@ def apply_changes(sandbox: Any, artifact: BugArtifact, plan: CarryPlan) -> None:
         raise RuntimeError(f"could not restore the oracle test files: {r.stderr.strip()[:300]}")
 
 
+def clear_answers(sandbox: Any) -> None:
+    """Remove what holds the answer from a graded state: the repository's history and the artifact's folder.
+
+    ``/repo/.git`` holds the code before the bug and the unweakened tests, the artifact's folder its
+    diffs. Grading needs neither once the changes are in, and removed (not only unreadable, as the
+    harness's hidden runs make them) neither is a mark of the run: an installed package has no
+    history either.
+
+    Raises:
+        RuntimeError: They could not be removed.
+    """
+    r = sandbox.exec(f"rm -rf /repo/.git {BUG_DIR}", workdir="/", user="root", timeout=60)
+    if not r.ok:
+        raise RuntimeError(f"could not clear the graded state: {r.stderr.strip()[:300]}")
+
+
 def _bug_state(sandbox: Any, artifact: BugArtifact) -> None:
     """Build the graded bug state in a fresh container: original + bug, the oracle tests unweakened.
 
@@ -369,6 +385,7 @@ def grade_repair(
         config = pytest_ini(sandbox, artifact.test_files)
         try:
             apply_changes(sandbox, artifact, plan)
+            clear_answers(sandbox)
             run = harness_run(
                 sandbox,
                 artifact.test_files,
@@ -415,6 +432,7 @@ def _plain_grade(
         try:
             _bug_state(sandbox, artifact)
             apply_changes(sandbox, artifact, plan)
+            clear_answers(sandbox)
             what = targets if len(targets) <= MAX_TARGET_IDS else artifact.test_files
             run = harness_run(
                 sandbox, what, expected=targets, timeout=limit, config=config, plain=True,

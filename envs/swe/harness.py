@@ -59,10 +59,11 @@ left to the repository, the artifact or the code under test:
   no name, the sandbox user's home (:data:`PLAIN_HOME`, which that id cannot write) as ``HOME``,
   working directory and first entry of ``sys.path``, a random ``TMPDIR`` under ``/var/tmp``, the
   bootstrap under a random name in a random folder outside ``/tmp`` with one argument instead of
-  three, no ``-s`` flag, an environment shaped like a login's (``USER``, ``SHELL``; no
-  ``PYTEST_*`` or ``PYTHONDONTWRITEBYTECODE`` variable once the session starts). Grading re-runs
-  the FAIL_TO_PASS tests this way, so a fix that exists only under the runner's configuration
-  fails there.
+  three (a folder the run's user cannot list, where every file the run reads has a random name,
+  so the harness's own files cannot be found), no ``-s`` flag, an environment shaped like a
+  login's (``USER``, ``SHELL``; no ``PYTEST_*`` or ``PYTHONDONTWRITEBYTECODE`` variable once the
+  session starts). Grading re-runs the FAIL_TO_PASS tests this way, so a fix that exists only
+  under the runner's configuration fails there.
 
 A run counts only if it **ended honestly**: pytest exited on its own (not killed) with an exit code
 equal to the session status in its record and consistent with it (0: every test passed or was
@@ -153,28 +154,43 @@ def _check_paths(test_files: Sequence[str]) -> list[str]:
     return paths
 
 
-def _harness_tar(folder: str, files: dict[str, bytes]) -> bytes:
-    """The harness's folder: root's (0755, files 0644), private ``priv/`` (0700, files 0600), the run's ``home/``."""
+def _harness_tar(folder: str, files: dict[str, bytes], names: dict[str, str] | None = None) -> bytes:
+    """The harness's folder: root's (0755, files 0644), private ``priv/`` (0700, files 0600), the run's ``home/``.
+
+    With ``names`` (the plain run: file -> the random name the run opens it by) the folder is 0711,
+    so the run's user cannot list it, each such file goes in under its random name too, and the
+    files under their own names are root's alone (0600): what the run reads cannot be found by name.
+    """
     buf = io.BytesIO()
     now = int(time.time())
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, mode, uid in ((folder, 0o755, 0), (f"{folder}/priv", 0o700, 0), (f"{folder}/home", 0o700, RUN_UID)):
+        top = 0o711 if names is not None else 0o755
+        for name, mode, uid in ((folder, top, 0), (f"{folder}/priv", 0o700, 0), (f"{folder}/home", 0o700, RUN_UID)):
             info = tarfile.TarInfo(name)
             info.type, info.mode, info.uid, info.gid, info.mtime = tarfile.DIRTYPE, mode, uid, uid, now
             tar.addfile(info)
-        for name, data in files.items():
+        entries = [(n, d, 0o600 if n.startswith("priv/") or names is not None else 0o644) for n, d in files.items()]
+        renamed = names or {}
+        entries += [(renamed[n], d, 0o644) for n, d in files.items() if n in renamed]
+        for name, data, mode in entries:
             info = tarfile.TarInfo(f"{folder}/{name}")
-            info.size, info.mode, info.mtime = len(data), 0o600 if name.startswith("priv/") else 0o644, now
+            info.size, info.mode, info.mtime = len(data), mode, now
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
 
-def _put_boot(sandbox: Any, token: str, files: dict[str, bytes] | None = None, base: str = "/tmp") -> str:
+def _put_boot(
+    sandbox: Any,
+    token: str,
+    files: dict[str, bytes] | None = None,
+    base: str = "/tmp",
+    names: dict[str, str] | None = None,
+) -> str:
     """Copy the harness's folder (``boot.py``, its parts, ``files``) into the container's ``base``; returns its path."""
     folder = f"sparring-harness-{token}" if base == "/tmp" else token
     parts = {"boot.py": _BOOT, "config.py": _CONFIG, "guard.py": _GUARD, "watch.py": _WATCH}
     boot = {name: path.read_bytes() for name, path in parts.items()}
-    sandbox.put_archive(base, _harness_tar(folder, {**boot, **(files or {})}))
+    sandbox.put_archive(base, _harness_tar(folder, {**boot, **(files or {})}, names))
     return f"{base}/{folder}"
 
 
@@ -211,6 +227,8 @@ class _Plain:
     uid: int
     boot: str
     tmp: str
+    spec: str = "run.json"
+    pythonpath: str = "pythonpath"
     home: str = PLAIN_HOME
 
 
@@ -219,30 +237,32 @@ def _launch(seed: str, uid: int, plain: _Plain | None) -> str:
     run_as = f"setpriv --reuid={uid} --regid={uid} --clear-groups --inh-caps=-all --"
     if plain is None:
         return f"""cd {_ROOT}
+install -m 600 /dev/null $F/output
 env -i PATH="$PATH" LANG="${{LANG:-C.UTF-8}}" HOME=$F/home PYTHONHASHSEED={seed} PYTHONDONTWRITEBYTECODE=1 \\
   PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {run_as} \\
   python -P -s -S $F/boot.py run $F/run.json "${{PYTHONPATH:-}}" < /dev/null > $F/output 2>&1 \\
   3> $F/priv/record.fifo 4< $F/priv/secret 5< $F/priv/sources"""
     user = plain.home.rstrip("/").rpartition("/")[2]
-    return f"""printf %s "${{PYTHONPATH:-}}" > $F/pythonpath
-cp $F/boot.py $F/{plain.boot} && install -d -o {uid} -g {uid} -m 700 {plain.tmp}
+    return f"""printf %s "${{PYTHONPATH:-}}" > $F/{plain.pythonpath}
+install -d -o {uid} -g {uid} -m 700 {plain.tmp} && install -m 600 /dev/null $F/output
 cd {plain.home}
 env -i PATH="$PATH" LANG="${{LANG:-C.UTF-8}}" HOME={plain.home} USER={user} LOGNAME={user} SHELL=/bin/bash \\
   TMPDIR={plain.tmp} PYTHONHASHSEED={seed} {run_as} \\
-  python -P -S $F/{plain.boot} $F/run.json < /dev/null > $F/output 2>&1 \\
+  python -P -S $F/{plain.boot} $F/{plain.spec} < /dev/null > $F/output 2>&1 \\
   3> $F/priv/record.fifo 4< $F/priv/secret 5< $F/priv/sources"""
 
 
 def _command(
-    folder: str, paths: list[str], config: str | None, hash_seed: int | None, plain: _Plain | None, hidden: bool
-) -> str:
+    folder: str, paths: list[str], config: str | None, hash_seed: int | None, plain: _Plain | None, hidden: bool,
+    ini_name: str = "pytest.ini",
+) -> str:  # fmt: skip
     uid = plain.uid if plain else RUN_UID
     live = f"ps -o pid=,stat= -u {uid} | awk '$2 !~ /^Z/ {{print $1}}'"
     ini = (
         ""
         if config is not None
         else f"python3 -I {folder}/boot.py ini {_ROOT} {' '.join(shlex.quote(p) for p in paths)} "
-        f"> {folder}/pytest.ini 2> {folder}/ini.err || {{ echo 'sparring-harness: no ini'; exit 0; }}\n"
+        f"> {folder}/{ini_name} 2> {folder}/ini.err || {{ echo 'sparring-harness: no ini'; exit 0; }}\n"
     )
     seed = "${PYTHONHASHSEED:-0}" if hash_seed is None else str(int(hash_seed))
     files = " ".join(shlex.quote(p) for p in paths)
@@ -317,28 +337,41 @@ def harness_run(
     """
     paths = _check_paths(test_files)
     token = uuid.uuid4().hex
-    # the plain run's user, folder, script and TMPDIR are random, nowhere near /tmp or the word "harness"
-    place = _Plain(secrets.randbelow(40000) + 20000, f"{token[16:24]}.py", f"/var/tmp/{token[24:]}") if plain else None
+    # the plain run's user, folder, files and TMPDIR are random, nowhere near /tmp or the word "harness";
+    # its folder cannot be listed, so what the run reads there cannot be found by name
+    names = None
+    if plain:
+        names = {n: f"{secrets.token_hex(6)}{n[n.rindex('.'):] if '.' in n else '.txt'}"
+                 for n in ("run.json", "pytest.ini", "config.py", "guard.py", "watch.py", "pythonpath")}  # fmt: skip
+    place = (
+        _Plain(secrets.randbelow(40000) + 20000, f"{token[16:24]}.py", f"/var/tmp/{token[24:]}", names["run.json"],
+               names["pythonpath"])  # fmt: skip
+        if names is not None
+        else None
+    )
     base = "/var/tmp" if plain else "/tmp"
     folder = f"{base}/{token[:16]}" if plain else f"/tmp/sparring-harness-{token}"
+    ini_name = names["pytest.ini"] if names else "pytest.ini"
     timer = ("--timeout", f"{test_timeout:g}", "--timeout-method", "signal") if test_timeout and not plain else ()
     args = [
-        *("-c", f"{folder}/pytest.ini", f"--rootdir={_ROOT}", f"--confcutdir={_ROOT}"),
+        *("-c", f"{folder}/{ini_name}", f"--rootdir={_ROOT}", f"--confcutdir={_ROOT}"),
         *("-p", "no:cacheprovider", "--color=no", "-o", "console_output_style=classic", "--tb=no"),
         *(PLAIN_ARGS if plain else timer),
         *(f"{_ROOT}/{p}" for p in paths),
     ]
     spec = {"token": token, "root": _ROOT, "plugins": list(PLUGINS), "args": args, "files": paths,
-            "ini": f"{folder}/pytest.ini", "plain": plain, "processes": processes,
+            "ini": f"{folder}/{ini_name}", "plain": plain, "processes": processes,
             "hidden": hidden or plain}  # fmt: skip
-    if plain:
-        spec |= {"unless_used": PLAIN_UNLESS_USED, "plugin_args": PLAIN_PLUGIN_ARGS}
+    if names is not None and place is not None:
+        spec |= {"unless_used": PLAIN_UNLESS_USED, "plugin_args": PLAIN_PLUGIN_ARGS, "pythonpath": names["pythonpath"],
+                 "parts": {n: names[n] for n in ("config.py", "guard.py", "watch.py")}}  # fmt: skip
+        names["boot.py"] = place.boot  # the script the run starts: boot.py under its random name
     secret = secrets.token_bytes(32)  # signs the record; never on a command line (those are world-readable)
     files = {"run.json": json.dumps(spec).encode(), "priv/secret": secret}
     if config is not None:
         files["pytest.ini"] = config.encode()
-    _put_boot(sandbox, token[:16] if plain else token, files, base)
-    command = _command(folder, paths, config, hash_seed, place, hidden or plain)
+    _put_boot(sandbox, token[:16] if plain else token, files, base, names)
+    command = _command(folder, paths, config, hash_seed, place, hidden or plain, ini_name)
     result = sandbox.exec(command, workdir="/", user="root", timeout=timeout)
     record: bytes | None = None
     status = _STATUS_LINE.search(result.stdout)

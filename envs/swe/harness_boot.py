@@ -14,7 +14,7 @@ runs the tests. Two commands:
     (``harness_config.py``), beside this file and loaded by path.
 
 ``python -P -S harness_boot.py SPEC`` runs the same in the plain configuration the SPEC describes
-    (``harness.PLAIN_ARGS``; the image's PYTHONPATH in the file ``pythonpath`` beside SPEC): see
+    (``harness.PLAIN_ARGS``; the image's PYTHONPATH in the file beside SPEC that SPEC names): see
     :func:`plain_args`.
 
 ``python -P -s -S harness_boot.py run SPEC IMAGE_PYTHONPATH`` (as the run user) runs pytest with
@@ -443,7 +443,7 @@ def _plain_plugin():
 def run(spec_path, image_pythonpath):
     """Run pytest as the module docstring says, and end the process with its exit status.
 
-    ``image_pythonpath`` None: the plain run's, read from the file ``pythonpath`` beside the spec.
+    ``image_pythonpath`` None: the plain run's, read from the file beside the spec that it names.
 
     The process ends with ``os._exit`` as captured here, after flushing the standard streams: no
     exit hook, finalizer or replaced ``sys.exit`` of the tested code runs after the record.
@@ -452,7 +452,9 @@ def run(spec_path, image_pythonpath):
 
     _exit, write, close, sha256 = os._exit, os.write, os.close, hashlib.sha256
     if image_pythonpath is None:
-        with open(os.path.join(os.path.dirname(spec_path), "pythonpath"), encoding="utf-8") as f:
+        with open(spec_path, encoding="utf-8") as f:
+            name = json.load(f).get("pythonpath", "pythonpath")
+        with open(os.path.join(os.path.dirname(spec_path), name), encoding="utf-8") as f:
             image_pythonpath = f.read().strip()
     secret = b""
     while chunk := os.read(SECRET_FD, 4096):
@@ -483,10 +485,57 @@ def _not_dumpable():
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
 
 
+#: Per machine: the audit architecture and the numbers of ``execve`` and ``execveat`` (``_no_exec``).
+EXEC_SYSCALLS = {"x86_64": (0xC000003E, 59, 322), "aarch64": (0xC00000B7, 221, 281)}
+
+
+def _no_exec():
+    """No process of the run executes a program from here on: a seccomp filter, which every child inherits.
+
+    ``execve`` and ``execveat`` fail with EACCES (and every system call of another architecture,
+    or of x86's x32 numbering, which could reach them by another number); ``no_new_privs`` is set
+    too, so no set-user-id program gains anything. A process can only be forked, and a forked copy
+    of this process carries the audit hook. A child started any way at all (the standard library's
+    ``_posixsubprocess.fork_exec`` raises no audit event) cannot run a program that has no hook.
+    """
+    import ctypes
+    import struct
+
+    machine = os.uname().machine
+    if machine not in EXEC_SYSCALLS:
+        raise OSError(f"the harness has no seccomp filter for {machine}")
+    arch, execve, execveat = EXEC_SYSCALLS[machine]
+    load, equal, at_least, give = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, JGE|K, BPF_RET|K
+    refuse = 0x00050000 | 13  # SECCOMP_RET_ERRNO | EACCES
+    program = [
+        (load, 0, 0, 4),  # the architecture
+        (equal, 0, 5, arch),
+        (load, 0, 0, 0),  # the system call's number
+        (at_least, 3, 0, 0x40000000),  # x32
+        (equal, 2, 0, execve),
+        (equal, 1, 0, execveat),
+        (give, 0, 0, 0x7FFF0000),  # SECCOMP_RET_ALLOW
+        (give, 0, 0, refuse),
+    ]
+    raw = b"".join(struct.pack("HBBI", *step) for step in program)
+    buffer = ctypes.create_string_buffer(raw, len(raw))
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = Program(len(program), ctypes.addressof(buffer))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    # PR_SET_NO_NEW_PRIVS, then PR_SET_SECCOMP with SECCOMP_MODE_FILTER
+    if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.addressof(fprog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "the seccomp filter was refused")
+
+
 def _run(spec_path, image_pythonpath, secret, write, close, sha256, sources):
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
-    config = _load_part("config.py", "sparring_harness_config")
+    parts = spec.get("parts", {})  # the plain run's random names
+    config = _load_part(parts.get("config.py", "config.py"), "sparring_harness_config")
     changed = config.changed_pins(spec["root"], spec["ini"], spec["files"], {p: s[2] for p, s in sources.items()})
     if changed:
         sys.stderr.write(f"sparring-harness: pytest would load files unlike the repository's own: {changed}\n")
@@ -514,7 +563,7 @@ def _run(spec_path, image_pythonpath, secret, write, close, sha256, sources):
             importlib.import_module(name)
         except Exception:
             pass
-    guard = _load_part("guard.py", "sparring_harness_guard")
+    guard = _load_part(parts.get("guard.py", "guard.py"), "sparring_harness_guard")
     from _pytest.reports import CollectReport, TestReport
 
     stdlib = os.path.dirname(os.__file__)
@@ -525,7 +574,7 @@ def _run(spec_path, image_pythonpath, secret, write, close, sha256, sources):
     tests = [os.path.normpath(os.path.join(spec["root"], f.split("::")[0])) for f in spec["files"]]
     trusted = [*tests, *(os.path.join(spec["root"], rel) for rel in config.pinned(spec["ini"]))]
     integrity = guard.Integrity((TestReport, CollectReport), guard.make_trusted(folders, trusted))
-    watch_part = _load_part("watch.py", "sparring_harness_watch")
+    watch_part = _load_part(parts.get("watch.py", "watch.py"), "sparring_harness_watch")
     importer = make_test_importer(sources, "--assert=plain" not in args, watch_part.compile_test, pytest.hookimpl)
     sys.meta_path.insert(0, importer)  # first again once pytest has put its own hook there (pytest_configure)
     watch = watch_part.Watch(
@@ -550,9 +599,10 @@ def _run(spec_path, image_pythonpath, secret, write, close, sha256, sources):
         entries.insert(0, os.getcwd())  # as a script run from there has it (not writable by the run)
     # From here on the repository's code may run: the audit hook goes in first (see harness_guard).
     hidden = spec.get("hidden", True)  # else nothing is refused that the code could catch (harness.harness_run)
-    guard.install(
-        folders, trusted, fd, write, oracle=tests if hidden else (), processes=bool(spec.get("processes")) or not hidden
-    )
+    processes = bool(spec.get("processes")) or not hidden
+    if not processes:
+        _no_exec()
+    guard.install(folders, trusted, fd, write, oracle=tests if hidden else (), processes=processes)
     sys.path[:0] = list(dict.fromkeys(os.path.abspath(p) for p in entries))
     if image_pythonpath:
         os.environ["PYTHONPATH"] = image_pythonpath  # as the image gives it to the tests' subprocesses

@@ -44,7 +44,9 @@ them (their folder is not its own), and a link made to one, hard or symbolic, is
 test may start a process; the code under test, or work it queued, may not), because a child runs
 with no audit hook and could read what this hook refuses (other processes' ``/proc`` files). A
 repository whose ``processes`` capability is allowed (``install(processes=True)``) may. Nothing
-goes to the record: a test whose code starts a process fails, in validation as in grading.
+goes to the record: a test whose code starts a process fails. Not every way raises an event
+(``_posixsubprocess.fork_exec`` raises none), so the bootstrap also sets a seccomp filter under
+which no process of the run executes a program (``harness_boot._no_exec``).
 
 **Integrity checks** (:class:`Integrity`), made by the recorder at every report: the report
 classes are the ones imported before the repository was on the path; the registered hook
@@ -333,15 +335,24 @@ def _procfs():
     """``in_proc(path)``: whether ``path`` names a file of ``/proc``, by its text or by where it leads.
 
     A path can reach ``/proc`` through a link (``/dev/fd/../status`` is ``/proc/self/status``), so
-    one that exists is also judged by the file system it is on, as the kernel resolves it.
+    one that exists is also judged by the file system it is on, as the kernel resolves it; a
+    descriptor (``open(fd)``, ``os.listdir(fd)``) by the file system of what it holds. The audit
+    event of an open relative to a directory descriptor (``os.open("fd/../status", dir_fd=...)``)
+    carries no directory, so a relative path that climbs (``..``) and names nothing from the working
+    directory counts as one of ``/proc``: where it leads cannot be told.
     """
-    stat, normpath = os.stat, os.path.normpath
+    stat, fstat, normpath = os.stat, os.fstat, os.path.normpath
     try:
         device = stat("/proc").st_dev
     except OSError:
         device = None
 
     def in_proc(path):
+        if isinstance(path, int) and not isinstance(path, bool):
+            try:
+                return device is not None and fstat(path).st_dev == device
+            except (OSError, ValueError, OverflowError):
+                return False
         if isinstance(path, bytes):
             path = path.decode("utf-8", "surrogateescape")
         if not isinstance(path, str):
@@ -351,7 +362,7 @@ def _procfs():
         try:
             return device is not None and stat(path).st_dev == device
         except (OSError, ValueError):
-            return False
+            return not path.startswith("/") and ".." in path.replace("\\", "/").split("/")
 
     return in_proc
 

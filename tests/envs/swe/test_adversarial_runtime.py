@@ -546,16 +546,16 @@ def test_a_repair_that_reads_the_answer_from_the_container_is_not_solved(
 ) -> None:
     """The artifact's folder (its diffs) and the repository's history hold the code before the bug.
 
-    The repair names nothing the AST check refuses. Grading's first run hides nothing (a refusal
-    there would be a marker both runs share), so the repair reads the answer and passes it; the
-    plain run's user cannot read either place, and the FAIL_TO_PASS tests fail there.
+    The repair names nothing the AST check refuses (graded solved, reward 1, before). Grading
+    removes both from its states once the changes are in (``clear_answers``), so the repair finds
+    nothing and the FAIL_TO_PASS tests fail; where they stay (validation's and the visible tests'
+    runs), the run's user cannot read them (the planted ``the_repository_history`` route above).
     """
     before = _with(pool, task, "")
     repair = (before.decode().replace(BUGGY_LINE, "if number % 100 in _teens():") + ANSWER_READS[route] + ANSWER_LOOKUP)
     assert added_uses(SOURCE, repair.encode(), before, (), CAPS, [TESTS]) == []
     grade = _grade(pool, task, {SOURCE: repair.encode()})
-    assert not grade.solved and grade.status == "passed" and grade.plain_status == "failed", grade
-    assert sorted(grade.plain_failing) == sorted(task["fail_to_pass"]), grade.plain_failing
+    assert not grade.solved and grade.status == "failed", grade
     assert sorted(grade.failing) == sorted(task["fail_to_pass"]), grade.failing
 
 
@@ -657,6 +657,46 @@ def test_a_fix_gated_on_the_process_that_started_the_run_is_not_solved(
         assert run.status == "failed" and failing == sorted(task["fail_to_pass"]), (run.status, run.detail)
 
 
+#: A gate on the harness's own files: text only they hold, found by walking the temporary folders.
+HARNESS_FILES_GATE = """
+import os as _os
+
+
+def _runner():
+    for top in ('/tmp', '/var/tmp'):
+        for folder, _, names in _os.walk(top):
+            for name in names:
+                try:
+                    with open(_os.path.join(folder, name), 'rb') as f:
+                        if b'PR_SET_' + b'DUMPABLE' in f.read():
+                            return True
+                except OSError:
+                    pass
+    return False
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_fix_gated_on_the_harness_s_own_files_is_not_solved(
+    pool: Any,  # noqa: F811
+    task: dict[str, Any],  # noqa: F811
+) -> None:
+    """Graded solved, reward 1, while the plain run's folder could be listed: the same files were found in both runs.
+
+    The plain run's folder cannot be listed and what its run reads there has random names, so the
+    gate is on in grading's first run only.
+    """
+    before = _with(pool, task, "")
+    gated = before.decode().replace(BUGGY_LINE, "if number % 100 in ((11, 12, 13) if _runner() else (11, 12)):")
+    repair = (gated + HARNESS_FILES_GATE).encode()
+    assert added_uses(SOURCE, repair, before, (), CAPS, [TESTS]) == []
+    grade = _grade(pool, task, {SOURCE: repair})
+    assert not grade.solved and grade.status == "passed" and grade.plain_status == "failed", grade
+    assert sorted(grade.plain_failing) == sorted(task["fail_to_pass"]), grade.plain_failing
+
+
 #: A test module planted beside the oracle tests: the code under test starts a process, and the test does.
 SPAWNING_TESTS = """
 import subprocess
@@ -684,16 +724,18 @@ def spawned():
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_only_a_repository_allowed_processes_starts_them_under_test(bug_box: Any) -> None:  # noqa: F811
-    """A test may start a process; the code under test may only where the repository allows ``processes``."""
+def test_a_hidden_run_executes_no_program_unless_the_repository_allows_processes(bug_box: Any) -> None:  # noqa: F811
+    """In a hidden run no program is executed (the test's own neither); a run that hides nothing, or a
+    repository allowed ``processes``, starts both."""
     box, ini = bug_box
     source = box.get_file(f"/repo/{SOURCE}")
     _plant(box, {SOURCE: source + SPAWNING_CODE.encode(), "test_spawning.py": SPAWNING_TESTS.encode()})
     code_id, test_id = (f"test_spawning.py::test_the_{w}_starts_a_process" for w in ("code_under_test", "test"))
     refused = harness_run(box, ["test_spawning.py"], config=ini, timeout=300)
-    assert refused.status == "failed" and refused.tests == {code_id: "failed", test_id: "passed"}, refused
-    allowed = harness_run(box, ["test_spawning.py"], config=ini, timeout=300, processes=True)
-    assert allowed.status == "passed" and allowed.tests == {code_id: "passed", test_id: "passed"}, allowed
+    assert refused.status == "failed" and refused.tests == {code_id: "failed", test_id: "failed"}, refused
+    for kw in ({"processes": True}, {"hidden": False}):
+        allowed = harness_run(box, ["test_spawning.py"], config=ini, timeout=300, **kw)
+        assert allowed.status == "passed" and allowed.tests == {code_id: "passed", test_id: "passed"}, (kw, allowed)
     assert processes_allowed("inflection") is False  # the package's capabilities allow no repository
 
 
