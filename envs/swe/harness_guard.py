@@ -40,13 +40,14 @@ them (their folder is not its own), and a link made to one, hard or symbolic, is
 
 **No process started by the repository's code**: ``subprocess.Popen``, ``os.system``, ``os.exec*``,
 ``os.posix_spawn``, ``os.spawn*``, ``os.fork``, ``os.forkpty`` and ``pty.spawn`` fail with
-``PermissionError`` unless only trusted code, with no trampoline or finalizer, is on the stack (a
-test may start a process; the code under test, or work it queued, may not), because a child runs
-with no audit hook and could read what this hook refuses (other processes' ``/proc`` files). A
-repository whose ``processes`` capability is allowed (``install(processes=True)``) may. Nothing
-goes to the record: a test whose code starts a process fails. Not every way raises an event
+``PermissionError`` unless only trusted code, with no trampoline or finalizer, is on the stack (the
+code under test, or work it queued, may not start one), because a child runs with no audit hook
+and could read what this hook refuses (other processes' ``/proc`` files). A repository whose
+``processes`` capability is allowed (``install(processes=True)``) may, and so may every run that
+hides nothing (grading's first: ``harness.harness_run(hidden=False)``). Nothing goes to the
+record: a test whose code starts a process fails. Not every way raises an event
 (``_posixsubprocess.fork_exec`` raises none), so the bootstrap also sets a seccomp filter under
-which no process of the run executes a program (``harness_boot._no_exec``).
+which no process of the run executes a program, a test's neither (``harness_boot._no_exec``).
 
 **Integrity checks** (:class:`Integrity`), made by the recorder at every report: the report
 classes are the ones imported before the repository was on the path; the registered hook
