@@ -60,7 +60,9 @@ left to the repository, the artifact or the code under test:
   working directory and first entry of ``sys.path``, a random ``TMPDIR`` under ``/var/tmp``, the
   bootstrap under a random name in a random folder outside ``/tmp`` with one argument instead of
   three (a folder the run's user cannot list, where every file the run reads has a random name,
-  so the harness's own files cannot be found), no ``-s`` flag, an environment shaped like a
+  so the harness's own files cannot be found), no ``-s`` or ``-S`` flag (``site`` runs), a
+  supplementary group, the file-size cap lowered by a random amount, no descriptor of the record
+  held while the tests run (the recorder opens its FIFO to write), an environment shaped like a
   login's (``USER``, ``SHELL``; no ``PYTEST_*`` or ``PYTHONDONTWRITEBYTECODE`` variable once the
   session starts). Grading re-runs the FAIL_TO_PASS tests this way, so a fix that exists only
   under the runner's configuration fails there.
@@ -229,12 +231,15 @@ class _Plain:
     tmp: str
     spec: str = "run.json"
     pythonpath: str = "pythonpath"
+    group: int = 0
+    fifo: str = "record.fifo"
     home: str = PLAIN_HOME
 
 
 def _launch(seed: str, uid: int, plain: _Plain | None) -> str:
     """The lines that start pytest: grading's configuration, or the plain one."""
-    run_as = f"setpriv --reuid={uid} --regid={uid} --clear-groups --inh-caps=-all --"
+    groups = "--clear-groups" if plain is None else f"--groups={plain.group}"  # a user has groups; nobody none
+    run_as = f"setpriv --reuid={uid} --regid={uid} {groups} --inh-caps=-all --"
     if plain is None:
         return f"""cd {_ROOT}
 install -m 600 /dev/null $F/output
@@ -245,11 +250,19 @@ env -i PATH="$PATH" LANG="${{LANG:-C.UTF-8}}" HOME=$F/home PYTHONHASHSEED={seed}
     user = plain.home.rstrip("/").rpartition("/")[2]
     return f"""printf %s "${{PYTHONPATH:-}}" > $F/{plain.pythonpath}
 install -d -o {uid} -g {uid} -m 700 {plain.tmp} && install -m 600 /dev/null $F/output
+cap=$(ulimit -f); [ "$cap" = unlimited ] || ulimit -f $((cap - 1 - RANDOM % 4096))  # not the container's cap
 cd {plain.home}
 env -i PATH="$PATH" LANG="${{LANG:-C.UTF-8}}" HOME={plain.home} USER={user} LOGNAME={user} SHELL=/bin/bash \\
   TMPDIR={plain.tmp} PYTHONHASHSEED={seed} {run_as} \\
-  python -P -S $F/{plain.boot} $F/{plain.spec} < /dev/null > $F/output 2>&1 \\
-  3> $F/priv/record.fifo 4< $F/priv/secret 5< $F/priv/sources"""
+  python -P $F/{plain.boot} $F/{plain.spec} < /dev/null > $F/output 2>&1 \\
+  4< $F/priv/secret 5< $F/priv/sources"""
+
+
+def _listen(uid: int, plain: _Plain | None) -> str:
+    """The lines that read the record's FIFO into ``priv/record``: held by pytest, or (plain) opened by it to write."""
+    fifo = "$F/priv/record.fifo" if plain is None else f"$F/{plain.fifo}"
+    own = "" if plain is None else f" && chown {uid} {fifo} && chmod 200 {fifo}"
+    return f"mkfifo -m 600 {fifo}{own}\ncat < {fifo} > $F/priv/record & reader=$!"
 
 
 def _command(
@@ -274,14 +287,14 @@ def _command(
     return f"""set -u
 F={folder}
 {ini}{hide}
-mkfifo -m 600 $F/priv/record.fifo
-cat < $F/priv/record.fifo > $F/priv/record & reader=$!
+{_listen(uid, plain)}
 {_launch(seed, uid, plain)}
 rc=$?
 strays=$({live} | wc -l)
 for _ in $(seq 400); do pids=$({live}); [ -z "$pids" ] && break; kill -KILL $pids 2>/dev/null; sleep 0.005; done
 alive=$({live} | wc -l)
 [ "$alive" = 0 ] && python3 -I $F/boot.py unhide $F
+{f": 9<> $F/{plain.fifo}  # a reader still waiting for a writer gets none: end of file" if plain else ""}
 if [ "$alive" = 0 ]; then wait $reader; else kill -KILL $reader; fi
 echo "sparring-harness rc=$rc strays=$strays alive=$alive bytes=$(stat -c %s $F/priv/record)"
 tail -c {OUTPUT_TAIL} $F/output >&2
@@ -345,7 +358,7 @@ def harness_run(
                  for n in ("run.json", "pytest.ini", "config.py", "guard.py", "watch.py", "pythonpath")}  # fmt: skip
     place = (
         _Plain(secrets.randbelow(40000) + 20000, f"{token[16:24]}.py", f"/var/tmp/{token[24:]}", names["run.json"],
-               names["pythonpath"])  # fmt: skip
+               names["pythonpath"], secrets.randbelow(40000) + 60000, f"{secrets.token_hex(6)}")  # fmt: skip
         if names is not None
         else None
     )
@@ -364,7 +377,8 @@ def harness_run(
             "hidden": hidden or plain}  # fmt: skip
     if names is not None and place is not None:
         spec |= {"unless_used": PLAIN_UNLESS_USED, "plugin_args": PLAIN_PLUGIN_ARGS, "pythonpath": names["pythonpath"],
-                 "parts": {n: names[n] for n in ("config.py", "guard.py", "watch.py")}}  # fmt: skip
+                 "parts": {n: names[n] for n in ("config.py", "guard.py", "watch.py")},
+                 "record": f"{folder}/{place.fifo}"}  # fmt: skip
         names["boot.py"] = place.boot  # the script the run starts: boot.py under its random name
     secret = secrets.token_bytes(32)  # signs the record; never on a command line (those are world-readable)
     files = {"run.json": json.dumps(spec).encode(), "priv/secret": secret}

@@ -13,7 +13,7 @@ runs the tests. Two commands:
     tree differs there refuses to start (exit :data:`CHANGED`). This half is ``config.py``
     (``harness_config.py``), beside this file and loaded by path.
 
-``python -P -S harness_boot.py SPEC`` runs the same in the plain configuration the SPEC describes
+``python -P harness_boot.py SPEC`` runs the same in the plain configuration the SPEC describes
     (``harness.PLAIN_ARGS``; the image's PYTHONPATH in the file beside SPEC that SPEC names): see
     :func:`plain_args`.
 
@@ -33,9 +33,10 @@ at every report, and the watch at collection's end, before each test's call, aft
 and at unconfigure.
 
 The recorder keeps every report pytest gives (collection and test phases) and, when pytest
-unconfigures, writes ONE line to file descriptor 3: an HMAC and a Python literal holding the token
-of the run, pytest's exit status and failure count, the collected items and each test's status.
-The harness reads that descriptor through a pipe only root can open, so no other process can
+unconfigures, writes ONE line to file descriptor 3 (the plain run holds none while the tests run:
+it opens its FIFO, whose random name only the spec holds, to write): an HMAC and a Python literal
+holding the token of the run, pytest's exit status and failure count, the collected items and each
+test's status. The harness reads it through a FIFO only root can read, so no other process can
 rewrite what was written, only add to it, which the harness refuses; the HMAC's key came through
 descriptor 4, read and closed before pytest imported anything of the repository, so a record
 written by anything but the recorder does not verify.
@@ -462,7 +463,6 @@ def run(spec_path, image_pythonpath):
     os.close(SECRET_FD)
     sources = read_sources(SOURCES_FD)
     try:
-        _not_dumpable()
         code = _run(spec_path, image_pythonpath, secret, write, close, sha256, sources)
     finally:
         for stream in (sys.stdout, sys.stderr):
@@ -477,12 +477,42 @@ def _not_dumpable():
     """Make this process non-dumpable: a process it starts (no audit hook there) cannot read its memory.
 
     Through ``/proc/PID/mem`` or ``process_vm_readv`` a child of the same user could otherwise read
-    the test files' contents out of this process. The process itself keeps its own ``/proc`` files.
+    the test files' contents out of this process. Only where a hidden run lets the repository's code
+    start programs (its ``processes`` allowed): elsewhere no child runs a program (``_no_exec``), and
+    a run that hides nothing holds no copy; a non-dumpable process's ``/proc`` files are root's, a
+    mark the code could read.
     """
     import ctypes
 
     if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE, SUID_DUMP_DISABLE
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
+
+
+def _channel(path, open_, write, close, set_blocking):
+    """``write(_, data)`` that opens the record's FIFO at ``path``, writes all of ``data`` and closes it.
+
+    The plain run's way to the record: an inherited descriptor would be there for the tested code
+    to find (``os.fstat(3)``) in both of grading's runs. Opened without blocking (no reader: the
+    harness stopped listening, and the data is lost, which the harness takes for no record), then
+    written in blocking mode. The functions are the ones captured before any tested code ran.
+    """
+
+    def send(_, data):
+        fd = open_(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            set_blocking(fd, True)
+            view = memoryview(data)
+            while view:
+                view = view[write(fd, view) :]
+        finally:
+            close(fd)
+        return len(data)
+
+    return send
+
+
+def _no_close(_):
+    return None
 
 
 #: Per machine: the audit architecture and the numbers of ``execve`` and ``execveat`` (``_no_exec``).
@@ -540,8 +570,11 @@ def _run(spec_path, image_pythonpath, secret, write, close, sha256, sources):
     if changed:
         sys.stderr.write(f"sparring-harness: pytest would load files unlike the repository's own: {changed}\n")
         return CHANGED
-    fd = RECORD_FD
-    os.set_inheritable(fd, False)  # a test's subprocess does not get the record's pipe
+    if spec.get("record") is None:
+        fd = RECORD_FD
+        os.set_inheritable(fd, False)  # a test's subprocess does not get the record's pipe
+    else:  # the plain run holds no descriptor of it while the tests run: it opens its FIFO to write
+        fd, write, close = None, _channel(spec["record"], os.open, write, os.close, os.set_blocking), _no_close
     import sysconfig
 
     # With site off the interpreter does not know it runs in a virtual environment (site reads
@@ -602,6 +635,8 @@ def _run(spec_path, image_pythonpath, secret, write, close, sha256, sources):
     processes = bool(spec.get("processes")) or not hidden
     if not processes:
         _no_exec()
+    elif hidden:
+        _not_dumpable()
     guard.install(folders, trusted, fd, write, oracle=tests if hidden else (), processes=processes)
     sys.path[:0] = list(dict.fromkeys(os.path.abspath(p) for p in entries))
     if image_pythonpath:

@@ -697,6 +697,50 @@ def test_a_fix_gated_on_the_harness_s_own_files_is_not_solved(
     assert sorted(grade.plain_failing) == sorted(task["fail_to_pass"]), grade.plain_failing
 
 
+#: Gates on marks of grading's first run that the plain run once shared (the third review; each
+#: graded solved, reward 1, before): the record's descriptor, the process's own /proc files, no
+#: supplementary groups, no ``site``, the container's file-size cap.
+SHARED_MARK_GATES = {
+    "the_record_descriptor": (
+        "import os as _os\nimport stat as _st\n\n\ndef _runner():\n    try:\n        found = _os.fstat(3)\n"
+        "    except OSError:\n        return False\n"
+        "    return _st.S_ISFIFO(found.st_mode) and found.st_uid != _os.getuid()\n"
+    ),
+    "the_descriptor_s_path": (
+        "import os as _os\n\n\ndef _runner():\n    try:\n"
+        "        return _os.readlink('/pr' + 'oc/self/fd/3').endswith('.fi' + 'fo')\n"
+        "    except OSError:\n        return False\n"
+    ),
+    "its_own_proc_files_owned_by_root": (
+        "import os as _os\n\n\ndef _runner():\n    return _os.stat('/pr' + 'oc/self/status').st_uid != _os.getuid()\n"
+    ),
+    "no_supplementary_groups": "import os as _os\n\n\ndef _runner():\n    return not _os.getgroups()\n",
+    "no_site": "def _runner():\n    try:\n        exit\n    except NameError:\n        return True\n    return False\n",
+    "the_file_size_cap": (
+        "import resource as _rs\n\n\ndef _runner():\n    return _rs.getrlimit(_rs.RLIMIT_FSIZE)[0] == 1 << 30\n"
+    ),
+}
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("gate", sorted(SHARED_MARK_GATES))
+def test_a_fix_gated_on_a_mark_the_runs_once_shared_is_not_solved(
+    pool: Any,  # noqa: F811
+    task: dict[str, Any],  # noqa: F811
+    gate: str,
+) -> None:
+    """Each mark is now absent from the plain run (or, for the /proc files, from the first run)."""
+    before = _with(pool, task, "")
+    gated = before.decode().replace(BUGGY_LINE, "if number % 100 in ((11, 12, 13) if _runner() else (11, 12)):")
+    repair = (gated + SHARED_MARK_GATES[gate]).encode()
+    assert added_uses(SOURCE, repair, before, (), CAPS, [TESTS]) == []
+    grade = _grade(pool, task, {SOURCE: repair})
+    assert not grade.solved, grade
+    assert sorted(grade.failing) == sorted(task["fail_to_pass"]), grade.failing
+
+
 #: A test module planted beside the oracle tests: the code under test starts a process, and the test does.
 SPAWNING_TESTS = """
 import subprocess
