@@ -476,11 +476,12 @@ def run(spec_path, image_pythonpath):
 def _not_dumpable():
     """Make this process non-dumpable: a process it starts (no audit hook there) cannot read its memory.
 
-    Through ``/proc/PID/mem`` or ``process_vm_readv`` a child of the same user could otherwise read
-    the test files' contents out of this process. Only where a hidden run lets the repository's code
-    start programs (its ``processes`` allowed): elsewhere no child runs a program (``_no_exec``), and
-    a run that hides nothing holds no copy; a non-dumpable process's ``/proc`` files are root's, a
-    mark the code could read.
+    Through ``/proc/PID/mem``, ``process_vm_readv`` or ``ptrace`` a child of the same user could
+    otherwise read this process's memory (the record's key, the test files' copy) or patch it, or
+    reopen its descriptors through ``/proc/PID/fd``. Wherever a program can be started: grading's
+    first run, and a repository allowed ``processes``. Elsewhere no child runs a program
+    (``_no_exec``) and the process stays dumpable, so that the mark a non-dumpable process leaves
+    (its ``/proc`` files are root's) is not one both of grading's runs share.
     """
     import ctypes
 
@@ -635,7 +636,7 @@ def _run(spec_path, image_pythonpath, secret, write, close, sha256, sources):
     processes = bool(spec.get("processes")) or not hidden
     if not processes:
         _no_exec()
-    elif hidden:
+    else:  # a child that runs a program could read or patch this process (its key to the record) else
         _not_dumpable()
     guard.install(folders, trusted, fd, write, oracle=tests if hidden else (), processes=processes)
     sys.path[:0] = list(dict.fromkeys(os.path.abspath(p) for p in entries))

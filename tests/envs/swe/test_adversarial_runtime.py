@@ -731,7 +731,7 @@ def test_a_fix_gated_on_a_mark_the_runs_once_shared_is_not_solved(
     task: dict[str, Any],  # noqa: F811
     gate: str,
 ) -> None:
-    """Each mark is now absent from the plain run (or, for the /proc files, from the first run)."""
+    """Each mark is now absent from the plain run."""
     before = _with(pool, task, "")
     gated = before.decode().replace(BUGGY_LINE, "if number % 100 in ((11, 12, 13) if _runner() else (11, 12)):")
     repair = (gated + SHARED_MARK_GATES[gate]).encode()
@@ -739,6 +739,45 @@ def test_a_fix_gated_on_a_mark_the_runs_once_shared_is_not_solved(
     grade = _grade(pool, task, {SOURCE: repair})
     assert not grade.solved, grade
     assert sorted(grade.failing) == sorted(task["fail_to_pass"]), grade.failing
+
+
+#: A test whose child process tries the pytest process's memory and the record's descriptor.
+CHILD_TESTS = """
+import subprocess
+import sys
+
+CHILD = '''
+import os
+parent, out = os.getppid(), []
+for path, mode in (('/proc/%d/mem' % parent, 'rb'), ('/proc/%d/fd/3' % parent, 'wb')):
+    try:
+        open(path, mode).close()
+        out.append('opened')
+    except OSError as e:
+        out.append(type(e).__name__)
+print(' '.join(out))
+'''
+
+
+def test_a_child_cannot_reach_the_pytest_process():
+    done = subprocess.run([sys.executable, '-c', CHILD], capture_output=True, text=True)
+    assert done.stdout.split() == ['PermissionError', 'PermissionError'], (done.stdout, done.stderr)
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_in_grading_s_first_run_a_child_can_neither_read_nor_patch_the_pytest_process(
+    bug_box: Any,  # noqa: F811
+) -> None:
+    """The first run lets programs start: the pytest process is non-dumpable, so its memory (the
+    record's key) and its descriptors (the record's FIFO) are out of a child's reach."""
+    box, ini = bug_box
+    _plant(box, {"test_child.py": CHILD_TESTS.encode()})
+    run = harness_run(box, ["test_child.py"], config=ini, timeout=300, hidden=False)
+    expected = {"test_child.py::test_a_child_cannot_reach_the_pytest_process": "passed"}
+    assert run.status == "passed" and run.tests == expected, (run.status, run.detail, run.output[-800:])
 
 
 #: A test module planted beside the oracle tests: the code under test starts a process, and the test does.
