@@ -578,8 +578,9 @@ def _run(spec_path, image_pythonpath, secret, write, close, sha256, sources):
         fd, write, close = None, _channel(spec["record"], os.open, write, os.close, os.set_blocking), _no_close
     import sysconfig
 
-    # With site off the interpreter does not know it runs in a virtual environment (site reads
-    # pyvenv.cfg): take the environment beside the executable, and its folders without their .pth files.
+    # With site off (all but the plain run) the interpreter does not know it runs in a virtual
+    # environment (site reads pyvenv.cfg): take the environment beside the executable, and its folders
+    # without their .pth files (with site on, as in the plain run, they are on the path already).
     prefix = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
     in_venv = os.path.isfile(os.path.join(prefix, "pyvenv.cfg"))
     scheme = "venv" if in_venv and "venv" in sysconfig.get_scheme_names() else sysconfig.get_default_scheme()
