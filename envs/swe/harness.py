@@ -61,7 +61,8 @@ left to the repository, the artifact or the code under test:
   bootstrap under a random name in a random folder outside ``/tmp`` with one argument instead of
   three (a folder the run's user cannot list, where every file the run reads has a random name,
   so the harness's own files cannot be found), no ``-s`` or ``-S`` flag (``site`` runs), a
-  supplementary group, the file-size cap lowered by a random amount, no descriptor of the record
+  supplementary group, a login shell's ``SHLVL``, ``PWD`` and ``TERM``, the file-size cap lowered
+  by a random amount, no descriptor of the record
   held while the tests run (the recorder opens its FIFO to write), an environment shaped like a
   login's (``USER``, ``SHELL``; no ``PYTEST_*`` or ``PYTHONDONTWRITEBYTECODE`` variable once the
   session starts). Grading re-runs the FAIL_TO_PASS tests this way, so a fix that exists only
@@ -253,7 +254,7 @@ install -d -o {uid} -g {uid} -m 700 {plain.tmp} && install -m 600 /dev/null $F/o
 cap=$(ulimit -f); [ "$cap" = unlimited ] || ulimit -f $((cap - 1 - RANDOM % 4096))  # not the container's cap
 cd {plain.home}
 env -i PATH="$PATH" LANG="${{LANG:-C.UTF-8}}" HOME={plain.home} USER={user} LOGNAME={user} SHELL=/bin/bash \\
-  TMPDIR={plain.tmp} PYTHONHASHSEED={seed} {run_as} \\
+  SHLVL=1 PWD={plain.home} TERM=xterm-256color TMPDIR={plain.tmp} PYTHONHASHSEED={seed} {run_as} \\
   python -P $F/{plain.boot} $F/{plain.spec} < /dev/null > $F/output 2>&1 \\
   4< $F/priv/secret 5< $F/priv/sources"""
 

@@ -15,18 +15,19 @@ generator's or coroutine's frame), the garbage collector's object lists, trace a
 functions, new audit hooks, native memory (``ctypes``), code objects made under a trusted file
 name (``compile``, ``code.replace``, ``marshal``), function objects made from code, replacing the
 code, defaults or class of a trusted object, and the process's ``/proc`` files (its environment,
-command line and parents; a path is judged by its text and by the file system it leads to, so
-``/dev/fd/../status`` is refused as ``/proc/self/status`` is). A trusted helper called by
-untrusted code acts for it (``inspect.currentframe``, ``traceback.walk_stack``, anything of pytest
-or pluggy), so the rule looks at the chain of trusted frames between the operation and the nearest
-untrusted frame: the operation is refused when that chain is empty, when the helper untrusted code
-called hands frames back (:data:`EXPOSING`), or when the chain holds a frame of the test
-framework, the harness or a debugger (:data:`EXPOSING_FILES`); a trampoline that runs queued work
-(:data:`TRAMPOLINES`: a thread's or a thread pool's ``run``) counts as the untrusted code that
-queued it. Helpers that only read frames and hand back text (``logging``'s caller lookup,
-``traceback.format_exc``, ``namedtuple``) still work for the repository's code. A refusal raises
-in the tested code AND writes a line ``refused ...`` to the record's pipe at once, so the run
-counts as tampering even where the code catches the error.
+command line and parents) and ``/sys`` (the container's cgroup limits; a path is judged by its
+text and by the file system it leads to, so ``/dev/fd/../status`` is refused as
+``/proc/self/status`` is). A trusted helper called by untrusted code acts for it
+(``inspect.currentframe``, ``traceback.walk_stack``, anything of pytest or pluggy), so the rule
+looks at the chain of trusted frames between the operation and the nearest untrusted frame: the
+operation is refused when that chain is empty, when the helper untrusted code called hands frames
+back (:data:`EXPOSING`), or when the chain holds a frame of the test framework, the harness or a
+debugger (:data:`EXPOSING_FILES`); a trampoline that runs queued work (:data:`TRAMPOLINES`: a
+thread's or a thread pool's ``run``) counts as the untrusted code that queued it. Helpers that
+only read frames and hand back text (``logging``'s caller lookup, ``traceback.format_exc``,
+``namedtuple``) still work for the repository's code. A refusal raises in the tested code AND
+writes a line ``refused ...`` to the record's pipe at once, so the run counts as tampering even
+where the code catches the error.
 
 **The oracle test files are unreadable to untrusted code**: an ``open`` of one of the run's test files
 (by its path, another path with its name, or any path to the same file), or a link made to one,
@@ -343,25 +344,28 @@ def _procfs():
     directory counts as one of ``/proc``: where it leads cannot be told.
     """
     stat, fstat, normpath = os.stat, os.fstat, os.path.normpath
-    try:
-        device = stat("/proc").st_dev
-    except OSError:
-        device = None
+    devices = set()
+    for place in ("/proc", "/sys", "/sys/fs/cgroup"):  # /sys too: the container's cgroup limits are there
+        try:
+            devices.add(stat(place).st_dev)
+        except OSError:
+            pass
 
     def in_proc(path):
         if isinstance(path, int) and not isinstance(path, bool):
             try:
-                return device is not None and fstat(path).st_dev == device
+                return fstat(path).st_dev in devices
             except (OSError, ValueError, OverflowError):
                 return False
         if isinstance(path, bytes):
             path = path.decode("utf-8", "surrogateescape")
         if not isinstance(path, str):
             return False
-        if normpath("/" + path if not path.startswith("/") else path).startswith("/proc"):
+        text = normpath("/" + path if not path.startswith("/") else path)
+        if text.startswith(("/proc", "/sys")):
             return True
         try:
-            return device is not None and stat(path).st_dev == device
+            return stat(path).st_dev in devices
         except (OSError, ValueError):
             return not path.startswith("/") and ".." in path.replace("\\", "/").split("/")
 
