@@ -559,6 +559,12 @@ def test_a_repair_that_reads_the_answer_from_the_container_is_not_solved(
     assert sorted(grade.failing) == sorted(task["fail_to_pass"]), grade.failing
 
 
+def _gated(before: bytes, runner: str) -> bytes:
+    """The buggy source with the fix turned on only where ``runner`` (source defining ``_runner()``) says so."""
+    gated = before.decode().replace(BUGGY_LINE, "if number % 100 in ((11, 12, 13) if _runner() else (11, 12)):")
+    return (gated + runner).encode()
+
+
 #: Gates on what the plain run refuses without a trace: were grading's first run refused the same, a
 #: fix keyed on the refusal would be on in both runs (and off for every user).
 REFUSAL_GATES = {
@@ -595,8 +601,7 @@ def test_a_fix_gated_on_what_the_plain_run_refuses_is_not_solved(
 ) -> None:
     """The first was graded solved, reward 1, when both of grading's runs hid the test files."""
     before = _with(pool, task, "")
-    gated = before.decode().replace(BUGGY_LINE, "if number % 100 in ((11, 12, 13) if _runner() else (11, 12)):")
-    repair = (gated + REFUSAL_GATES[gate]).encode()
+    repair = _gated(before, REFUSAL_GATES[gate])
     assert added_uses(SOURCE, repair, before, (), CAPS, [TESTS]) == []
     grade = _grade(pool, task, {SOURCE: repair})
     assert not grade.solved and grade.status == "failed", grade
@@ -641,8 +646,7 @@ def test_a_fix_gated_on_the_process_that_started_the_run_is_not_solved(
     keeps the fix off.
     """
     before = _with(pool, task, "")
-    gated = before.decode().replace(BUGGY_LINE, "if number % 100 in ((11, 12, 13) if _runner() else (11, 12)):")
-    repair = (gated + PARENT_GATES[gate]).encode()
+    repair = _gated(before, PARENT_GATES[gate])
     found = added_uses(SOURCE, repair, before, (), CAPS, [TESTS])
     grade = _grade(pool, task, {SOURCE: repair})
     assert not grade.solved, grade
@@ -689,8 +693,7 @@ def test_a_fix_gated_on_the_harness_s_own_files_is_not_solved(
     gate is on in grading's first run only.
     """
     before = _with(pool, task, "")
-    gated = before.decode().replace(BUGGY_LINE, "if number % 100 in ((11, 12, 13) if _runner() else (11, 12)):")
-    repair = (gated + HARNESS_FILES_GATE).encode()
+    repair = _gated(before, HARNESS_FILES_GATE)
     assert added_uses(SOURCE, repair, before, (), CAPS, [TESTS]) == []
     grade = _grade(pool, task, {SOURCE: repair})
     assert not grade.solved and grade.status == "passed" and grade.plain_status == "failed", grade
@@ -741,8 +744,7 @@ def test_a_fix_gated_on_a_mark_the_runs_once_shared_is_not_solved(
 ) -> None:
     """Each mark is now absent from the plain run."""
     before = _with(pool, task, "")
-    gated = before.decode().replace(BUGGY_LINE, "if number % 100 in ((11, 12, 13) if _runner() else (11, 12)):")
-    repair = (gated + SHARED_MARK_GATES[gate]).encode()
+    repair = _gated(before, SHARED_MARK_GATES[gate])
     assert added_uses(SOURCE, repair, before, (), CAPS, [TESTS]) == []
     grade = _grade(pool, task, {SOURCE: repair})
     assert not grade.solved, grade
