@@ -269,6 +269,7 @@ class CapabilityFinder(ast.NodeVisitor):
         for a in node.names:
             self.add(node, self.index.module(a.name), f"import {a.name}")
             self.oracle_import(node, a.name)
+            self._definition(node, a.asname or a.name.partition(".")[0])
 
     def oracle_import(self, node: ast.AST, *dotted: str | None) -> None:
         """An import of an oracle test module, by any of the ``dotted`` names it may mean."""
@@ -288,6 +289,9 @@ class CapabilityFinder(ast.NodeVisitor):
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         module = node.module or ""
+        for a in node.names:
+            if a.name != "*":
+                self._definition(node, a.asname or a.name)
         if node.level:  # the repository's own modules: an oracle test module among them
             base = OracleNames.resolve(self.path, node.level, module)
             if base is not None:
@@ -305,6 +309,9 @@ class CapabilityFinder(ast.NodeVisitor):
             self.add(node, (c for c in self.index.caps if a.name in c.attribute_names), a.name)
 
     def visit_Name(self, node: ast.Name) -> None:
+        if not isinstance(node.ctx, ast.Load):
+            # every binding of a name: `a, __eq__ = ...`, `for __eq__ in`, `(__eq__ := f)`, `with f as __eq__`
+            self._definition(node, node.id)
         parent = getattr(node, "_sparring_parent", None)
         name = self.builtin(node, {n for c in self.index.caps for n in c.names})
         if name is not None:
@@ -447,15 +454,31 @@ class CapabilityFinder(ast.NodeVisitor):
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
-    def visit_Assign(self, node: ast.Assign) -> None:
-        for target in node.targets:
-            if isinstance(target, ast.Name):
-                self._definition(node, target.id)
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self._definition(node, node.name)  # a class named __eq__ in a class body is its equality
+        self.generic_visit(node)
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.name:
+            self._definition(node, node.name)
+        self.generic_visit(node)
+
+    def visit_MatchAs(self, node: ast.MatchAs) -> None:
+        if node.name:
+            self._definition(node, node.name)
+        self.generic_visit(node)
+
+    def visit_MatchStar(self, node: ast.MatchStar) -> None:
+        if node.name:
+            self._definition(node, node.name)
+        self.generic_visit(node)
+
+    def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
+        if node.rest:
+            self._definition(node, node.rest)
         self.generic_visit(node)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        if isinstance(node.target, ast.Name):
-            self._definition(node, node.target.id)
         self.visit_annotation(node.annotation)
         self.visit(node.target)
         if node.value is not None:
