@@ -46,6 +46,7 @@ to plain data (a list a test iterates); see docs/swe.md.
 """
 
 import builtins
+import dis
 import gc
 import itertools
 import operator
@@ -85,6 +86,7 @@ COMPARISON = frozenset({"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge_
                         "__subclasscheck__"})  # fmt: skip
 
 _SUBCLASSES = type.__dict__["__subclasses__"]  # read through the type, not through a metaclass's hooks
+_INSTRUCTIONS = dis.get_instructions
 _COMPILE = compile  # the builtin as it was when the harness loaded, before any of the repository's code ran
 _OWN_DICT = type.__dict__["__dict__"].__get__
 _QUALNAME = type.__dict__["__qualname__"].__get__
@@ -131,6 +133,7 @@ class Watch:
         self._test_files = frozenset(test_files)
         self._sources = dict(sources or {})
         self._classes = {}  # class -> why it is untrusted, or None
+        self._bodies = {}  # file -> its module's code, compiled again for the class check (None: unreadable)
         self._spaces, self._lens, self._names, self._modules, self._module_keys = [], [], [], [], []
         self._getters, self._getter_spaces, self._flat, self._entries = [], [], [], []
         self._held_classes = set()
@@ -500,6 +503,7 @@ class Watch:
                     not self._trusted(filename)
                     and code.co_qualname.startswith(owner + ".")
                     and code.co_name != "<lambda>"
+                    and self._bound_in_body(code, key, owner)
                 )
                 or (
                     filename.endswith("/functools.py")
@@ -518,6 +522,42 @@ class Watch:
             if kind is proxy or any(c is base for c in type.__dict__["__mro__"].__get__(kind)):
                 return None
         return f"a {_QUALNAME(kind)} object"
+
+    def _bound_in_body(self, code, key, owner):
+        """Whether a class statement named ``owner`` in ``code``'s file binds ``key`` and holds ``code``.
+
+        The qualified name alone is a claim anything can make: a class made by a call under the name of
+        another class, whose body holds the function, would pass for that body's (the fourth review: graded
+        solved, reward 1). The file is compiled again: the class body that holds ``code`` (as itself, or
+        inside a function it defines, as sortedcontainers' made comparers are) must store ``key`` by name.
+        """
+        path = code.co_filename
+        if path not in self._bodies:
+            self._bodies[path] = None
+            try:
+                source = self._sources.get(path)
+                if source is None:
+                    with open(path, "rb") as f:
+                        source = f.read()
+                self._bodies[path] = _COMPILE(source, path, "exec", dont_inherit=True)
+            except (OSError, SyntaxError, ValueError):
+                pass
+        stack = [self._bodies[path]] if self._bodies[path] is not None else []
+        while stack:
+            body = stack.pop()
+            nested = [c for c in body.co_consts if type(c) is types.CodeType]
+            stack += nested
+            if body.co_qualname != owner or key not in body.co_names:
+                continue
+            stores = any(i.opname == "STORE_NAME" and i.argval == key for i in _INSTRUCTIONS(body))
+            inner, found = list(nested), False
+            while inner and not found:
+                c = inner.pop()
+                found = c == code
+                inner += [n for n in c.co_consts if type(n) is types.CodeType]
+            if stores and found:
+                return True
+        return False
 
     # ------------------------------------------------------------------------ the collected tests
 

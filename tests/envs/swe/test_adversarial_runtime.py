@@ -120,6 +120,12 @@ def ordinalize(number):
 #: Always-equal results made with no ``def __eq__`` and no ``type(name, bases, {...})`` call the AST check
 #: reads: each binds ``__eq__`` of a new class to something other than a definition of it.
 ALWAYS_EQUAL_ROUTES = {
+    # a def of another class of the same name: its qualified name claimed the new class's body (fourth review)
+    "a_def_of_a_class_of_the_same_name": (
+        "class _Th:\n    def always(self, other):\n        return True\n\n\n"
+        "_Th = str.__class__('_Th', (str,), {'__e' + 'q__': _Th.always, 'always': _Th.always,\n"
+        "                                    '__hash__': str.__hash__, '__r' 'add__': lambda s, o: _Th(o + str(s))})\n"
+    ),
     "type_under_another_name": (
         "_mk = type\n_Th = _mk('_Th', (str,), {'__e' + 'q__': lambda s, o: True, '__hash__': str.__hash__,\n"
         "                        '__r' + 'add__': lambda s, o: _Th(o + str(s))})\n"
@@ -957,8 +963,15 @@ def test_the_class_check_passes_what_libraries_make_and_refuses_foreign_comparis
         def anything(self: Any, other: Any) -> bool:
             return True
 
+        class Holder:
+            def always(self, other: Any) -> bool:
+                return True
+
         planted = [
             type("ByLambda", (str,), {"__eq__": lambda s, o: True}),
+            # the holder's qualified name, its def under both names: no class body binds __eq__ to it
+            type("Holder", (str,), {"__eq__": Holder.always, "always": Holder.always,
+                                    "__qualname__": Holder.__qualname__}),
             type("ByTrustedCode", (str,), {"__eq__": html.escape}),
             type("ByAFunctionElsewhere", (str,), {"__eq__": anything}),
             type("BySlot", (str,), {"__eq__": str.__ne__}),
@@ -966,7 +979,7 @@ def test_the_class_check_passes_what_libraries_make_and_refuses_foreign_comparis
         ]
         found = watch.comparisons()
         for cls in planted:
-            assert any(f"class {cls.__name__} has __eq__ = " in p for p in found), (cls, found)
+            assert any(f"class {cls.__qualname__} has __eq__ = " in p for p in found), (cls, found)
     finally:
         gc.callbacks.remove(watch._collecting)
 
