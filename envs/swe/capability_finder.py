@@ -132,6 +132,9 @@ _GETATTR = ("getattr", "setattr", "delattr", "hasattr")
 _OPENERS = ("open", "io.open", "os.fdopen", "io.FileIO", "codecs.open")
 #: Names of listed attributes too common on other objects to refuse wherever a chain starts.
 _COMMON_TAILS = frozenset({"path", "flags", "exit", "stdout", "stderr", "stdin"})
+#: Builtins refused by name that a module object held in a variable (``builtins``) would give by attribute.
+_BUILTINS_BY_VALUE = frozenset({"getattr", "setattr", "delattr", "vars", "globals", "locals", "__import__", "eval",
+                                "exec"})  # fmt: skip
 #: Listed attributes that may still be assigned to item by item (``os.environ["X"] = "1"``).
 _WRITE_ONLY = frozenset({"os.environ", "os.environb"})
 #: Methods that take an attribute's name as an argument.
@@ -347,12 +350,16 @@ class CapabilityFinder(ast.NodeVisitor):
         root_node: ast.expr = node.value
         while isinstance(root_node, ast.Attribute):
             root_node = root_node.value
+        imported = isinstance(root_node, ast.Name) and root_node.id in self.aliases
         if (
-            not isinstance(root_node, ast.Name)
+            not imported
             and not (isinstance(root_node, ast.Call) and self.constant_getattr(root_node))
             and node.attr in self.index.tails
         ):
-            self.attribute_name(node, node.attr, ".")  # a chain rooted at a call, subscript or lambda
+            # a chain rooted at a call, subscript, lambda or a variable (`s = [c][0]._sys; s.modules`)
+            self.attribute_name(node, node.attr, ".")
+        if not imported and node.attr in _BUILTINS_BY_VALUE:  # the builtins module reached as a value
+            self.add(node, self.index.flagged("dynamic_attributes"), f".{node.attr} on an object not known statically")
         self.add(node, (c for c in self.index.caps if node.attr in c.definitions and isinstance(node.ctx, ast.Store)),
                  f".{node.attr} assigned")  # fmt: skip
         parent = getattr(node, "_sparring_parent", None)

@@ -94,6 +94,13 @@ _QUALNAME = type.__dict__["__qualname__"].__get__
 _SLOT, _METHOD_DESCRIPTOR = type(object.__eq__), type(str.__dict__["join"])
 
 
+def _code_parts(function):
+    """What a function runs and with which defaults: each compared by identity (``None`` for what it lacks)."""
+    if type(function) is not _FUNCTION:
+        return (None, None, None)
+    return (function.__code__, function.__defaults__, function.__kwdefaults__)
+
+
 def _key(cls):
     """``cls`` itself where its metaclass is ``type`` (hashed by identity, in C), else its ``id``: a metaclass's
     own ``__hash__``/``__eq__`` could make a new class pass for one already seen. ``id`` is an audited
@@ -596,7 +603,7 @@ class Watch:
             obj = item.obj
             function = getattr(obj, "__func__", obj)
             params = dict(getattr(getattr(item, "callspec", None), "params", None) or {})
-            self._items[item.nodeid] = (function, params)
+            self._items[item.nodeid] = (function, params, _code_parts(function))
             compiled = self._compiled(path, config, cache)
             own = _own_function(function, path)
             if own is not None:
@@ -622,11 +629,13 @@ class Watch:
         held = self._items.get(item.nodeid)
         if held is None:
             return []
-        function, params = held
+        function, params, parts = held
         obj = item.obj
         problems = []
         if getattr(obj, "__func__", obj) is not function:
             problems.append(f"{item.nodeid}'s test function was replaced after collection")
+        elif not all(map(_IS, _code_parts(function), parts)):  # the same function made to run other code
+            problems.append(f"{item.nodeid}'s test function's code or defaults were replaced after collection")
         now = getattr(getattr(item, "callspec", None), "params", None) or {}
         if list(now) != list(params) or not _same(now.values(), params.values()):
             problems.append(f"{item.nodeid}'s parameters were changed after collection")
