@@ -249,14 +249,18 @@ env -i PATH="$PATH" LANG="${{LANG:-C.UTF-8}}" HOME=$F/home PYTHONHASHSEED={seed}
   python -P -s -S $F/boot.py run $F/run.json "${{PYTHONPATH:-}}" < /dev/null > $F/output 2>&1 \\
   3> $F/priv/record.fifo 4< $F/priv/secret 5< $F/priv/sources"""
     user = plain.home.rstrip("/").rpartition("/")[2]
+    # The home is the run user's while it runs (a user's working directory is theirs to write); its
+    # output goes through a pipe of its own to a file it cannot open (a user's `python x.py | less`),
+    # and a shell starts it, which gives it what a login shell gives a command (`_`, SHLVL 1).
     return f"""printf %s "${{PYTHONPATH:-}}" > $F/{plain.pythonpath}
 install -d -o {uid} -g {uid} -m 700 {plain.tmp} && install -m 600 /dev/null $F/output
 cap=$(ulimit -f); [ "$cap" = unlimited ] || ulimit -f $((cap - 1 - RANDOM % 4096))  # not the container's cap
+home_owner=$(stat -c %u:%g {plain.home}) && chown {uid}:{uid} {plain.home}
 cd {plain.home}
 env -i PATH="$PATH" LANG="${{LANG:-C.UTF-8}}" HOME={plain.home} USER={user} LOGNAME={user} SHELL=/bin/bash \\
-  SHLVL=1 PWD={plain.home} TERM=xterm-256color TMPDIR={plain.tmp} PYTHONHASHSEED={seed} {run_as} \\
-  python -P $F/{plain.boot} $F/{plain.spec} < /dev/null > $F/output 2>&1 \\
-  4< $F/priv/secret 5< $F/priv/sources"""
+  SHLVL=0 PWD={plain.home} TERM=xterm-256color TMPDIR={plain.tmp} PYTHONHASHSEED={seed} {run_as} \\
+  bash -c 'set -o pipefail; python -P "$0" 2>&1 | cat 4<&- 5<&- & exec 4<&- 5<&-; wait $!' $F/{plain.boot} \\
+  < /dev/null > $F/output 2>&1 4< $F/priv/secret 5< $F/priv/sources"""
 
 
 def _listen(uid: int, plain: _Plain | None) -> str:
@@ -296,6 +300,7 @@ for _ in $(seq 400); do pids=$({live}); [ -z "$pids" ] && break; kill -KILL $pid
 alive=$({live} | wc -l)
 [ "$alive" = 0 ] && python3 -I $F/boot.py unhide $F
 {f": 9<> $F/{plain.fifo}  # a reader still waiting for a writer gets none: end of file" if plain else ""}
+{f"chown $home_owner {plain.home}" if plain else ""}
 if [ "$alive" = 0 ]; then wait $reader; else kill -KILL $reader; fi
 echo "sparring-harness rc=$rc strays=$strays alive=$alive bytes=$(stat -c %s $F/priv/record)"
 tail -c {OUTPUT_TAIL} $F/output >&2
@@ -357,7 +362,9 @@ def harness_run(
     if plain:
         names = {n: f"{secrets.token_hex(6)}{n[n.rindex('.'):] if '.' in n else '.txt'}"
                  for n in ("run.json", "pytest.ini", "config.py", "guard.py", "watch.py", "pythonpath")}  # fmt: skip
+        names["run.json"] = f"{token[16:24]}.json"
     place = (
+        # the spec beside the script, under its name: the command line holds the script alone, as a user's would
         _Plain(secrets.randbelow(40000) + 20000, f"{token[16:24]}.py", f"/var/tmp/{token[24:]}", names["run.json"],
                names["pythonpath"], secrets.randbelow(40000) + 60000, f"{secrets.token_hex(6)}")  # fmt: skip
         if names is not None

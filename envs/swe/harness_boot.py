@@ -562,6 +562,11 @@ def _no_exec():
         raise OSError(ctypes.get_errno(), "the seccomp filter was refused")
 
 
+def _no_current_test(item, when):
+    """Stands for ``_pytest.runner._update_current_test_var``: ``PYTEST_CURRENT_TEST`` is never set."""
+    return None
+
+
 def _run(spec_path, image_pythonpath, secret, write, close, sha256, sources):
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
@@ -590,8 +595,12 @@ def _run(spec_path, image_pythonpath, secret, write, close, sha256, sources):
             sys.path.append(folder)
     import importlib
 
+    import _pytest.runner
     import pytest
 
+    # pytest names the running test in the environment; a parametrized test's id may hold its expected
+    # value (``test_ordinal[113-113th]``), and a user's process has no such variable
+    _pytest.runner._update_current_test_var = _no_current_test
     args = list(spec["args"])
     for name in PRELOAD:
         try:
@@ -656,11 +665,11 @@ def main(argv):
         return unhide(argv[1])
     if argv[:1] == ["run"] and len(argv) == 3:
         return run(argv[1], argv[2])
-    if len(argv) == 1 and argv[0].endswith(".json"):
-        return run(argv[0], None)
+    if not argv:  # the plain run: its spec lies beside this script, under its name
+        return run(os.path.splitext(os.path.abspath(__file__))[0] + ".json", None)
     sys.stderr.write(
         "usage: harness_boot.py ini ROOT FILE... | hide FOLDER ROOT FILE... | unhide FOLDER"
-        " | run SPEC IMAGE_PYTHONPATH | SPEC\n"
+        " | run SPEC IMAGE_PYTHONPATH | (nothing: SPEC beside this script)\n"
     )
     return 2
 
