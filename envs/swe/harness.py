@@ -48,7 +48,8 @@ left to the repository, the artifact or the code under test:
   that a test reported passed did return; ``harness_watch.py`` (copied too) checks what can be
   changed in place with no audited operation: the import system, the builtins and the modules
   tests rely on, the collected test functions against their files, the plugin manager's live
-  state. Any finding makes the run a crash (``tampering``).
+  state. Any finding makes the run a crash (``tampering``). pytest does not name the running test
+  in the environment (``PYTEST_CURRENT_TEST``: a parametrized test's id may hold its expected value).
 * **A second, plain configuration** (``plain=True``, :data:`PLAIN_ARGS`): the same guard,
   recorder and honesty rules, but every artefact of the test runner that code could read without
   a name the AST check refuses is changed: output capture off (``-s``), no logging, warnings,
@@ -56,13 +57,14 @@ left to the repository, the artifact or the code under test:
   ``caplog``), ``--assert=plain`` (no import hook on ``sys.meta_path``), test folders appended
   to ``sys.path`` rather than put first (``--import-mode=append``), no per-test timer on
   SIGALRM (pytest-timeout only as a thread timer for the tests' own marks), a random user id with
-  no name, the sandbox user's home (:data:`PLAIN_HOME`, which that id cannot write) as ``HOME``,
+  no name, the sandbox user's home (:data:`PLAIN_HOME`, the run's id's while it runs) as ``HOME``,
   working directory and first entry of ``sys.path``, a random ``TMPDIR`` under ``/var/tmp``, the
-  bootstrap under a random name in a random folder outside ``/tmp`` with one argument instead of
-  three (a folder the run's user cannot list, where every file the run reads has a random name,
-  so the harness's own files cannot be found), no ``-s`` or ``-S`` flag (``site`` runs), a
-  supplementary group, a login shell's ``SHLVL``, ``PWD`` and ``TERM``, the file-size cap lowered
-  by a random amount, no descriptor of the record
+  bootstrap under a random name in a random folder outside ``/tmp`` with no argument (its spec
+  lies beside it under its name; a folder the run's user cannot list, where every file the run
+  reads has a random name, so the harness's own files cannot be found), no ``-s`` or ``-S`` flag
+  (``site`` runs), a supplementary group, started by a shell as a login's command is (``_``,
+  ``SHLVL`` 1, ``PWD``, ``TERM``), output through a pipe of its own (a root-owned file as
+  ``stdout`` is a mark), the file-size cap lowered by a random amount, no descriptor of the record
   held while the tests run (the recorder opens its FIFO to write), an environment shaped like a
   login's (``USER``, ``SHELL``; no ``PYTEST_*`` or ``PYTHONDONTWRITEBYTECODE`` variable once the
   session starts). Grading re-runs the FAIL_TO_PASS tests this way, so a fix that exists only
@@ -130,7 +132,7 @@ OUTPUT_TAIL = 8000
 _BOOT = Path(__file__).with_name("harness_boot.py")
 _GUARD = Path(__file__).with_name("harness_guard.py")
 _CONFIG = Path(__file__).with_name("harness_config.py")
-#: The plain run's home and working directory: the sandbox user's, which the run's user cannot write.
+#: The plain run's home and working directory: the sandbox user's, lent to the run's user while it runs.
 PLAIN_HOME = "/home/sparring"
 #: What the plain configuration adds to pytest's arguments (see the module docstring).
 PLAIN_ARGS = ("-s", "--assert=plain", "--import-mode=append", *("-p", "no:warnings", "-p", "no:faulthandler"),
