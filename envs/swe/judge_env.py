@@ -30,7 +30,7 @@ from sparring import SparringError
 from sparring.containers.pools import PoolSet
 from sparring.envs.core import Episode
 from sparring.envs.judge import JudgeEnv, judge_task
-from sparring.envs.swe.bugs.artifact import BugArtifact, reverse_diff
+from sparring.envs.swe.bugs.artifact import BugArtifact, shown_diff
 from sparring.envs.swe.tasks import REPAIR_PROMPT
 from sparring.envs.swe.tools import REPO_DIR, format_exec
 from sparring.envs.swe.visible import rebuild_final_tree
@@ -94,7 +94,9 @@ class SWEJudgeEnv(JudgeEnv):
                 "swe_judge_task(episode)}) or run `sparring setup`."
             )
         task = tasks[int(self.np_random.integers(len(tasks)))]
-        prompt = REPAIR_PROMPT.format(tests_diff=reverse_diff(BugArtifact.from_dict(task["artifact"]).test_weaken_diff))
+        prompt = REPAIR_PROMPT.format(
+            tests_diff=shown_diff(BugArtifact.from_dict(task["artifact"]).test_weaken_diff, reverse=True)
+        )
         episode = Episode("sparring/SWERepair-v0", "solver", "swe", str(task["id"]), task, prompt)
         return swe_judge_task(episode)
 

@@ -13,11 +13,15 @@ beside validation's runs) and through :func:`~sparring.envs.swe.grading.grade_re
   the capability rules a repair's added code is held to (relative to the original files): code
   that reaches the test machinery could forge validation's verdicts as a repair's could forge
   grading's;
-* check 11, ``solver_tree`` (:func:`solver_tree_problem`): in the solver's starting tree, the
-  weakened test files in place, the oracle version of each weakened file written next to it as a
-  new test file (as a solver's own reproduction would be) fails every FAIL_TO_PASS test: a bug
-  keyed on the test files' text or age, on the artifact or on the history the solver's tree lacks,
-  is off there, and the solver could never see it;
+* check 11, ``solver_tree`` (:func:`solver_tree_problem`, :func:`solver_shell_problem`): in the
+  solver's starting tree, the weakened test files in place, the oracle version of each weakened
+  file written next to it as a new test file (as a solver's own reproduction would be) fails every
+  FAIL_TO_PASS test, both through the harness and in a second such tree where nothing ran before
+  (:func:`solver_shell`), run as the solver runs it: ``python -m pytest`` as the sandbox user, with
+  the ``bash`` tool's environment and working directory. A bug keyed on the test files' text or age,
+  on the artifact or on the history the solver's tree lacks, or on who runs the tests and how (the
+  harness's user, who owns nothing in ``/repo``, its environment, its options), is off there, and
+  the solver could never see it;
 * check 12, ``graded_as_validated`` (:func:`graded_problem`): the bug state submitted unchanged is
   graded with every FAIL_TO_PASS test failing, in grading's configuration and in the plain one
   grading repeats them in (a bug on only under the test runner is no bug of the package a user
@@ -37,19 +41,24 @@ import re
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from sparring import pyast
 from sparring.envs.swe.bugs.artifact import BugArtifact, diff_files, split_diff
 from sparring.envs.swe.capabilities import added_uses, load_capabilities, processes_allowed
 from sparring.envs.swe.grading import GradeResult, SolverChanges, changes_between, grade_repair
 from sparring.envs.swe.harness import HONEST_STATUSES, harness_run, pytest_ini
-from sparring.envs.swe.runs import GIT, _q, _tar
+from sparring.envs.swe.runs import GIT, MAX_TARGET_IDS, _q, _tar
 from sparring.envs.swe.testing import TestRun as HarnessRun
+from sparring.envs.swe.tools import REPO_DIR
 
 __all__ = [
+    "SolverShell",
     "SolverView",
     "bug_capability_uses",
     "graded_problem",
+    "solver_shell",
+    "solver_shell_problem",
     "solver_tree_problem",
     "solver_view",
     "unchanged_tests",
@@ -130,6 +139,51 @@ def solver_view(pool: object, artifact: BugArtifact, *, timeout: float, per_test
         return view
     finally:
         sandbox.close()
+
+
+@dataclass
+class SolverShell:
+    """A second solver's starting tree with the oracle copies, in a fresh container where no test ran yet.
+
+    Attributes:
+        sandbox: Its container (closed by :meth:`close`), or None when none was had.
+        copies: Path of each oracle copy -> the test file it copies (written as the sandbox user).
+        error: Why the tree could not be built, or None.
+    """
+
+    sandbox: Any = None
+    copies: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+
+    def close(self) -> None:
+        """Close the container (idempotent)."""
+        if self.sandbox is not None:
+            self.sandbox.close()
+            self.sandbox = None
+
+
+def solver_shell(pool: object, artifact: BugArtifact) -> SolverShell:
+    """The tree a solver starts from, built as the repair env builds it, for check 11's run as the solver.
+
+    Each oracle copy is written by the sandbox user, as a solver's ``create`` tool writes its own
+    reproduction; nothing else runs there until :func:`solver_shell_problem`.
+
+    Raises:
+        SparringError: No container could be had (the engine's trouble, not the artifact's).
+    """
+    from sparring.envs.swe.grading import setup_solver_repo
+
+    shell = SolverShell(sandbox=pool.acquire())  # type: ignore[attr-defined]
+    weakened = [p for p in diff_files(artifact.test_weaken_diff) if p.endswith(".py")]
+    try:
+        oracle = {p: shell.sandbox.get_file(f"/repo/{p}") for p in weakened}
+        setup_solver_repo(shell.sandbox, artifact)
+        shell.copies = {f"{p.rpartition('/')[0]}/test_{secrets.token_hex(6)}.py".lstrip("/"): p for p in weakened}
+        for copy, path in shell.copies.items():
+            shell.sandbox.put_file(f"{REPO_DIR}/{copy}", oracle[path], as_agent=True)
+    except (RuntimeError, ValueError, OSError) as e:
+        shell.error = str(e)[:300]
+    return shell
 
 
 # ------------------------------------------------------------------------------ check 6's second half
@@ -219,6 +273,68 @@ def solver_tree_problem(view: SolverView, fail_to_pass: list[str]) -> str | None
         f"{len(passing)} FAIL_TO_PASS test(s) pass in the solver's starting tree (e.g. {passing[0]}), run from a "
         "copy of the oracle test file beside the weakened one: the bug depends on the test files or on what "
         "validation's containers hold and the solver's do not, so a solver could never see it."
+    )
+
+
+#: How a solver runs the tests: plainly, then, when pytest refuses the repository's own options (``addopts``
+#: naming a plugin the image lacks, as parse's ``--cov``), without them.
+SOLVER_COMMANDS = ("python -m pytest", 'python -m pytest -o addopts=""')
+#: pytest's exit status for a usage error (an option it does not know): no test ran.
+PYTEST_USAGE_ERROR = 4
+
+
+def _reported_failing(output: str, ids: list[str]) -> set[str]:
+    """The ids pytest's short summary reports ``FAILED`` or ``ERROR`` (or whose file failed to collect)."""
+    found: set[str] = set()
+    for line in output.splitlines():
+        word, _, rest = line.partition(" ")
+        if word not in ("FAILED", "ERROR"):
+            continue
+        for test in ids:
+            path = test.partition("::")[0]
+            if any(rest == whole or rest.startswith(whole + " ") for whole in (test, path)):
+                found.add(test)
+    return found
+
+
+def solver_shell_problem(shell: SolverShell, fail_to_pass: list[str], *, timeout: float) -> str | None:
+    """Why the solver's own pytest run does not show the bug, or None when it shows every FAIL_TO_PASS test failing.
+
+    The run is the command a solver types first, ``python -m pytest`` on the oracle copies' tests
+    (by node id, 40 at a time; again without the repository's ``addopts`` when pytest refuses them),
+    through the ``bash`` tool's own call: the sandbox user, its environment, ``/repo``. Its verdicts
+    are read from what that command prints, the output the solver reads, never from a file the run
+    writes: the bug's code runs there with the solver's rights and may print anything (or write any
+    report), but the injector gains only by a failure shown here and hidden from the solver, and
+    whatever the code prints here it prints in a solver's run of the same command in an equal fresh
+    tree, so a failure read here is one a solver sees too.
+    """
+    if shell.error or shell.sandbox is None:
+        return f"the solver's starting tree could not be built for its own test run: {shell.error}"
+    by_file = {path: copy for copy, path in shell.copies.items()}
+    as_run: dict[str, str] = {}  # an oracle id -> the id of its copy (unweakened files run as they are)
+    for test in fail_to_pass:
+        path, sep, rest = test.partition("::")
+        as_run[test] = by_file.get(path, path) + sep + rest
+    ids = list(as_run.values())
+    seen: set[str] = set()
+    for k in range(0, len(ids), MAX_TARGET_IDS):
+        chunk = ids[k : k + MAX_TARGET_IDS]
+        for command in SOLVER_COMMANDS:
+            r = shell.sandbox.exec(f"{command} {' '.join(_q(t) for t in chunk)}", timeout=timeout, workdir=REPO_DIR)
+            if r.timed_out:
+                return f"the solver's own run of the oracle tests (`{command}`) did not end in {timeout:g} s."
+            seen |= _reported_failing(f"{r.stdout}\n{r.stderr}", chunk)
+            if r.exit_code != PYTEST_USAGE_ERROR:
+                break
+    unseen = [t for t, run in as_run.items() if run not in seen]
+    if not unseen:
+        return None
+    return (
+        f"{len(unseen)} FAIL_TO_PASS test(s) are not reported failing (e.g. {unseen[0]}) when the solver's starting "
+        "tree runs a copy of the oracle tests with `python -m pytest` as the sandbox user, as a solver would: the "
+        "bug depends on who runs the tests or how (the user, what it may write, the environment), so a solver "
+        "could never see it."
     )
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from sparring import SparringError
 from sparring.containers.pools import PoolSet
 from sparring.envs.core import TextEnv
-from sparring.envs.swe.bugs.artifact import BugArtifact, reverse_diff
+from sparring.envs.swe.bugs.artifact import BugArtifact, shown_diff
 from sparring.envs.swe.grading import (
     PER_TEST_TIMEOUT,
     GradeResult,
@@ -129,7 +129,7 @@ class SWERepairEnv(SandboxTools, TextEnv):
         self._signal = None
         if weight:  # off by default: then no pool and no measurement
             self._signal = TestTurnSignal(weight, task, self._pools.pool(task["image"]), self.test_timeout)
-        return REPAIR_PROMPT.format(tests_diff=reverse_diff(artifact.test_weaken_diff))
+        return REPAIR_PROMPT.format(tests_diff=shown_diff(artifact.test_weaken_diff, reverse=True))
 
     def _collect_changes(self) -> SolverChanges:
         assert self._sandbox is not None

@@ -1,11 +1,13 @@
 """Validation of a bug artifact: the seven checks of Self-play SWE-RL, and two of ours.
 
 1. ``test_files`` — the test files exist, are plain paths inside the repository, and cover every
-   file ``test_weaken.diff`` touches;
+   file ``test_weaken.diff`` touches, and that diff holds file headers and hunks only (no text a
+   ``git apply`` would skip: the reversed weakening is shown to every solver);
 2. ``parser`` — the artifact's parser yields ``{test_id: status}`` (on every run of its script);
 3. ``passing_before`` — on the original code ≥ ``min_passing_tests`` pass;
-4. ``changed_files`` — ``bug_inject.diff`` applies, changes no file grading restores or ignores, and
-   changes ≥ ``min_changed_files`` code files (not tests by name or by the catalog's ``test_dir``);
+4. ``changed_files`` — ``bug_inject.diff`` holds file headers and hunks only, applies, changes no
+   file grading restores or ignores, and changes ≥ ``min_changed_files`` code files (not tests by
+   name or by the catalog's ``test_dir``);
 5. ``failing_after_bug`` — ≥ ``min_failing_tests`` tests that passed now fail (a test that fails
    only by the per-test time limit does not count);
 6. ``weakening_hides_bug`` — some of those pass again once ``test_weaken.diff`` is applied too,
@@ -22,7 +24,8 @@
    original code is reached there as a repair reaches it (bug applied, then undone), so a script
    that tells a repaired file from an untouched one cannot hide from this check;
 10. ``bug_capabilities`` — the code the bug adds uses no capability a repair's added code may not;
-11. ``solver_tree`` — the failing tests fail in the solver's own starting tree too;
+11. ``solver_tree`` — the failing tests fail in the solver's own starting tree too, through the
+    harness and in the solver's own ``python -m pytest`` run there, as the sandbox user;
 12. ``graded_as_validated`` — grading itself fails them on the unchanged bug state (in grading's
     configuration and in the plain one it repeats them in), and grades the original code,
     submitted as a repair, solved (checks 10-12: :mod:`~sparring.envs.swe.parity`).
@@ -46,7 +49,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sparring.envs.swe.bugs.artifact import BugArtifact, diff_files
+from sparring.envs.swe.bugs.artifact import BugArtifact, diff_files, diff_problem
 from sparring.envs.swe.carry import code_files
 from sparring.envs.swe.grading import PER_TEST_TIMEOUT, check_seconds, protected_paths
 from sparring.envs.swe.harness import HONEST_STATUSES
@@ -59,9 +62,12 @@ from sparring.envs.swe.integrity import (
     rerun_seed,
 )
 from sparring.envs.swe.parity import (
+    SolverShell,
     SolverView,
     bug_capability_uses,
     graded_problem,
+    solver_shell,
+    solver_shell_problem,
     solver_tree_problem,
     solver_view,
     unchanged_tests,
@@ -151,7 +157,8 @@ class ValidationResult:
         pass_to_pass: Tests that pass both before and with the bug.
         seconds: Wall time of the validation.
         runs: Seconds of each test run, by state name (``rerun:N`` for check 8's runs,
-            ``solver_tree`` for check 11's, ``graded:unchanged`` and ``graded:original`` for check 12's).
+            ``solver_tree`` for check 11's harness run, ``graded:unchanged`` and ``graded:original``
+            for check 12's).
         notes: What validation left out without refusing the bug (tests that failed only by timeout).
         clean_seconds: How long grading's run of the original code took (check 12): it bounds
             grading's runs (:func:`~sparring.envs.swe.grading.grade_time_limit`); None when not reached.
@@ -213,11 +220,13 @@ def _static_checks(artifact: BugArtifact, config: ValidationConfig) -> list[str]
     odd = [p for p in artifact.test_files if not _PLAIN_PATH.match(p)]
     if odd:
         raise _Rejected("test_files", f"test_files.txt names {odd[:3]}; list plain file paths (no spaces, no ::).")
+    _only_hunks("test_weaken.diff", artifact.test_weaken_diff, "test_files")
     uncovered = [p for p in diff_files(artifact.test_weaken_diff) if p not in artifact.test_files]
     if uncovered:
         raise _Rejected("test_files", f"test_weaken.diff changes {uncovered}, which test_files.txt does not list.")
     if not diff_files(artifact.test_weaken_diff):
         raise _Rejected("test_files", "test_weaken.diff changes no file.")
+    _only_hunks("bug_inject.diff", artifact.bug_inject_diff, "changed_files")
     changed = diff_files(artifact.bug_inject_diff)
     # grading drops a solver's edits to these and restores the oracle tests: a bug there cannot be repaired
     unfixable = protected_paths(artifact, changed)
@@ -236,6 +245,17 @@ def _static_checks(artifact: BugArtifact, config: ValidationConfig) -> list[str]
             f"at least {config.min_changed_files} needed.",
         )
     return changed
+
+
+def _only_hunks(name: str, diff: str, check: str) -> None:
+    """Refuse a diff that holds more than file headers and hunks.
+
+    ``git apply`` skips text around a file's part, and the reversed weakening is the repair prompt's
+    diff: words there would reach every solver (and the export) outside of any file.
+    """
+    problem = diff_problem(diff)
+    if problem:
+        raise _Rejected(check, f"{name}: {problem}; write it with git diff, with nothing around the diff.")
 
 
 # --------------------------------------------------------------------------------- the runs
@@ -282,11 +302,18 @@ def validate_artifact(
         from sparring.containers.sandbox import SandboxPool
 
         pool = SandboxPool(image, size=config.parallel)
+    shells: list[SolverShell] = []  # check 11's second tree, closed whatever happens
+
+    def solver_trees() -> SolverView:
+        view = solver_view(pool, artifact, **limits)
+        shells.append(solver_shell(pool, artifact))
+        return view
+
+    limits = {"timeout": config.test_timeout, "per_test_timeout": config.per_test_timeout}
     try:
         changed = _static_checks(artifact, config)
-        limits = {"timeout": config.test_timeout, "per_test_timeout": config.per_test_timeout}
-        with ThreadPoolExecutor(max_workers=1) as side:  # the solver's tree is built beside the runs
-            seen = side.submit(solver_view, pool, artifact, **limits)
+        with ThreadPoolExecutor(max_workers=1) as side:  # the solver's trees are built beside the runs
+            seen = side.submit(solver_trees)
             with pool.quiet():  # the runs go side by side: container starts would take their CPU
                 runs = _run_states(pool, artifact, config, changed, baseline)
             view = seen.result()
@@ -294,7 +321,13 @@ def validate_artifact(
         if view.run is not None:
             result.runs["solver_tree"] = round(view.run.seconds, 3)
         _judge(artifact, config, changed, runs, checks, result, view)
-        problem, grades = graded_problem(pool, artifact, view, result.fail_to_pass, result.pass_to_pass, **limits)
+        with ThreadPoolExecutor(max_workers=1) as side:  # the solver's own run goes beside grading's two
+            shown = side.submit(solver_shell_problem, shells[0], result.fail_to_pass, timeout=config.test_timeout)
+            problem, grades = graded_problem(pool, artifact, view, result.fail_to_pass, result.pass_to_pass, **limits)
+            unseen = shown.result()
+        if unseen:
+            raise _Rejected("solver_tree", unseen)
+        checks["solver_tree"] = True
         result.runs |= {f"graded:{name}": grade.test_seconds for name, grade in grades.items()}
         if problem:
             raise _Rejected("graded_as_validated", problem)
@@ -305,6 +338,8 @@ def validate_artifact(
         result.reason, result.detail = rejected.check, rejected.detail
         checks[rejected.check] = False
     finally:
+        for shell in shells:
+            shell.close()
         if own_pool:
             pool.close()
     result.seconds = round(time.perf_counter() - t0, 3)
@@ -453,7 +488,10 @@ def _judge(
     result: ValidationResult,
     view: SolverView,
 ) -> None:
-    """Checks 1-11 on the runs' results, in order; raises :class:`_Rejected` at the first failure."""
+    """Checks 1-11 on the runs' results, in order; raises :class:`_Rejected` at the first failure.
+
+    Of check 11 only the harness's run: the solver's own run needs the FAIL_TO_PASS tests known here.
+    """
     for run in runs.values():
         if run.setup_error:
             check = "test_files" if run.setup_error.startswith("missing test file") else run.setup_check
@@ -516,7 +554,6 @@ def _judge(
     problem = solver_tree_problem(view, confirmed)
     if problem:
         raise _Rejected("solver_tree", problem)
-    checks["solver_tree"] = True
 
 
 def _deterministic(

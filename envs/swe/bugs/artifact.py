@@ -29,8 +29,10 @@ __all__ = [
     "JUNIT_PATH",
     "BugArtifact",
     "diff_files",
+    "diff_problem",
     "file_diff",
     "reverse_diff",
+    "shown_diff",
     "split_diff",
 ]
 
@@ -149,6 +151,14 @@ def parse_test_files(text: str) -> list[str]:
 
 _HEADER_RE = re.compile(r"^(---|\+\+\+) (?:[ab]/)?(\S+)")
 _HUNK_RE = re.compile(r"^@@ -(\d+(?:,\d+)?) \+(\d+(?:,\d+)?) @@(.*)$")
+#: A file header as ``git diff``, ``diff -u`` and difflib write it: a path, at most a timestamp after a tab.
+_STRICT_HEADER = re.compile(r"^(?:---|\+\+\+) (\S+)(?:\t\d{4}-\d\d-\d\d[\d :.+-]*)?$")
+_GIT_HEADER = re.compile(r"^diff --git (\S+) (\S+)$")
+#: What ``git diff`` writes between its ``diff --git`` line and the file header (no rename, copy or binary).
+_GIT_EXTENDED = re.compile(
+    r"^(?:index [0-9a-f]+\.\.[0-9a-f]+(?: [0-7]{6})?|(?:new|deleted) file mode [0-7]{6}|(?:old|new) mode [0-7]{6})$"
+)
+_NO_NEWLINE = "\\ No newline at end of file"
 
 
 def file_diff(path: str, old: str, new: str) -> str:
@@ -214,7 +224,7 @@ def diff_files(diff: str) -> list[str]:
 
 
 def reverse_diff(diff: str) -> str:
-    """The diff that undoes ``diff``: old/new headers, hunk ranges and +/- lines swapped.
+    """The diff that undoes ``diff``: old/new headers, hunk ranges and +/- lines swapped, any other text left out.
 
     Hunk line counts are followed, as in :func:`split_diff`: inside a hunk a removed ``-- x`` line
     reads ``--- x`` and an added ``++ y`` line reads ``+++ y``, which are content, not file headers.
@@ -249,11 +259,149 @@ def reverse_diff(diff: str) -> str:
             out.append(line.replace("new file mode", "deleted file mode"))
         elif line.startswith("deleted file mode"):
             out.append(line.replace("deleted file mode", "new file mode"))
-        else:
-            out.append(line)
+        elif line.startswith("\\") or _GIT_HEADER.match(line.rstrip("\n")) or _GIT_EXTENDED.match(line.rstrip("\n")):
+            out.append(line)  # what git apply skips (text around the files' parts) is left out
         i += 1
     return "".join(out)
 
 
 def _swap_prefix(path: str, old: str, new: str) -> str:
     return new + path[len(old) :] if path.startswith(old) else path
+
+
+# --------------------------------------------------------------------------- diffs as data
+
+# A diff reaches agents (the repair prompt shows the reversed weakening) and consumers of the export,
+# while ``git apply`` skips what lies outside a file's part (as it skips an e-mail's text) and ignores
+# a hunk header's tail. So validation refuses a diff that holds anything but headers and hunks
+# (:func:`diff_problem`), and what an agent is shown is rebuilt from the hunks alone (:func:`shown_diff`).
+
+
+@dataclass
+class _Hunk:
+    old: str  # a line range as its header gives it: "start" or "start,count" (digits only)
+    new: str
+    lines: list[str]
+
+
+@dataclass
+class _FilePatch:
+    old: str
+    new: str
+    hunks: list[_Hunk]
+
+
+def _parse_patch(diff: str, strict: bool) -> list[_FilePatch]:
+    """The files and hunks of a unified diff, its lines split at newlines as ``git apply`` splits them.
+
+    Raises:
+        ValueError: ``strict`` and a line is neither part of a file header (``git diff``'s extended
+            lines included; no rename, copy or binary part), of a hunk with the line counts its
+            header gives, nor blank: one sentence naming the line.
+    """
+    lines = diff.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    patches: list[_FilePatch] = []
+    current: _FilePatch | None = None
+    git_path: str | None = None  # the path of a ``diff --git`` line whose file header is still to come
+
+    def refuse(at: int, why: str) -> None:
+        if strict:
+            raise ValueError(f"line {at + 1} ({lines[at][:60]!r}) {why}")
+
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        hunk_header = _HUNK_RE.match(line)
+        git_header = _GIT_HEADER.match(line)
+        if line.startswith("--- ") and nxt.startswith("+++ "):
+            old, new = _STRICT_HEADER.match(line), _STRICT_HEADER.match(nxt)
+            current = _FilePatch(old.group(1), new.group(1), []) if old and new else None
+            if current is None:
+                refuse(i if old is None else i + 1, "is not a file header: a path, at most a timestamp after a tab")
+                i += 1
+                continue
+            if git_path is not None and {_unprefixed(current.old), _unprefixed(current.new)} - {"/dev/null"} != {
+                git_path
+            }:
+                refuse(i, f"names another file than its diff --git line ({git_path})")
+            patches.append(current)
+            git_path = None
+            i += 2
+            continue
+        if hunk_header:
+            if current is None:
+                refuse(i, "is a hunk before any file header")
+            hunk = _Hunk(hunk_header.group(1), hunk_header.group(2), [])
+            old_left, new_left = _count(hunk.old), _count(hunk.new)
+            i += 1
+            while (old_left > 0 or new_left > 0) and i < len(lines):
+                kind = lines[i][:1]  # an empty line is a context line, as git apply reads it
+                if kind not in ("", " ", "-", "+") or (kind != "+" and not old_left) or (kind != "-" and not new_left):
+                    break
+                old_left, new_left = old_left - (kind != "+"), new_left - (kind != "-")
+                hunk.lines.append(lines[i])
+                i += 1
+                if i < len(lines) and lines[i] == _NO_NEWLINE:
+                    hunk.lines.append(lines[i])
+                    i += 1
+            if old_left or new_left:
+                refuse(min(i, len(lines) - 1), "cuts short a hunk: its lines do not match the counts its header gives")
+            elif current is not None:
+                current.hunks.append(hunk)
+            continue
+        if git_header and _unprefixed(git_header.group(1)) == _unprefixed(git_header.group(2)):
+            git_path, current = _unprefixed(git_header.group(1)), None
+        elif line.strip() and not (git_path is not None and _GIT_EXTENDED.match(line)):
+            refuse(i, "is neither a file header nor part of a hunk: a diff holds headers and hunks only")
+        i += 1
+    empty = next((p for p in patches if not p.hunks), None)
+    if strict and empty is not None:
+        raise ValueError(f"the file header of {_unprefixed(empty.new)} has no hunk")
+    return patches
+
+
+def _unprefixed(path: str) -> str:
+    return path[2:] if path.startswith(("a/", "b/")) else path
+
+
+def diff_problem(diff: str) -> str | None:
+    """Why ``diff`` is more than file headers and hunks (one sentence), or None when it is only those.
+
+    Example:
+        >>> diff = file_diff("x.py", "a\\n", "b\\n")
+        >>> diff_problem(diff) is None
+        True
+        >>> diff_problem("x.py is right; edit y.py.\\n" + diff)[:47]
+        "line 1 ('x.py is right; edit y.py.') is neither"
+    """
+    try:
+        _parse_patch(diff, strict=True)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def shown_diff(diff: str, *, reverse: bool = False) -> str:
+    """``diff`` (or the diff undoing it) as an agent is shown it: rebuilt from its file headers and hunks alone.
+
+    The headers are written anew from the paths (``a/``, ``b/``), the hunk headers from their line
+    ranges (no section text), and the hunks' lines are kept: nothing else of the text reaches the
+    reader, so a diff that ``git apply`` took cannot carry words outside the files it changes.
+    """
+    out: list[str] = []
+    for patch in _parse_patch(diff, strict=False):
+        old, new = (patch.new, patch.old) if reverse else (patch.old, patch.new)
+        out.append(f"--- {_side(old, 'a/')}\n+++ {_side(new, 'b/')}\n")
+        for hunk in patch.hunks:
+            old_span, new_span = (hunk.new, hunk.old) if reverse else (hunk.old, hunk.new)
+            out.append(f"@@ -{old_span} +{new_span} @@\n")
+            swap = {"-": "+", "+": "-"} if reverse else {}
+            out += [swap.get(line[:1], line[:1]) + line[1:] + "\n" for line in hunk.lines]
+    return "".join(out)
+
+
+def _side(path: str, prefix: str) -> str:
+    return path if path == "/dev/null" else prefix + _unprefixed(path)
