@@ -6,7 +6,8 @@ hop count. The proposer searches, working backwards from the answer, then submit
 ``<question>…</question>``. The question must pass the rule filters (``filters.py``), must not be
 the prompt's example question (``copied_example``), and must pass RAG validation
 (``validation.py``): the solver role, given every document the proposer retrieved plus
-``noise_docs`` distractors and no search, must give one of the task's answers, and a
+``noise_docs`` distractors (the question's own top hits first) and no search, must give one of the
+task's answers, in an order drawn per validation and again in a second order, and a
 :class:`~sparring.envs.search.validation.PolicyValidator` then rejects a question it answers
 with no document at all (``answerable_without_search``). A valid
 question's solver task accepts the same answers, so an answer in a synonym's words is graded
@@ -111,7 +112,9 @@ class SearchProposeEnv(SearchToolEnv):
                 validation.
             rules: Rule-filter bounds.
             rewards: Reward settings.
-            noise_docs: Distractor documents added to the evidence in validation.
+            noise_docs: Distractor documents added to the evidence in validation: first the
+                question's own top hits (what a solver's search of the question shows, up to
+                ``topk``) that the proposer did not retrieve, then documents of the pool.
             noise_pool: Pool of documents from other proposals (shared across envs); a private
                 pool is made when None.
             max_hops: Hop counts are drawn from 1..max_hops.
@@ -163,9 +166,19 @@ class SearchProposeEnv(SearchToolEnv):
         self._start_searches()
         return PROMPT.format(answer=task["answer"], hops=task.get("hops", 1))
 
-    def _noise(self) -> list[dict[str, Any]]:
+    def _noise(self, question: str) -> list[dict[str, Any]]:
+        """Distractors: the question's top hits the proposer did not retrieve, then the pool's, then random ones.
+
+        The question's own hits are what a solver that searches it reads first: a question that
+        singles its answer out only among the proposer's documents ("which of these names a
+        metal") meets the corpus's other candidates there.
+        """
         exclude = set(self.retrieved)
-        noise = self.noise_pool.sample(self.noise_docs, exclude, self.np_random)
+        hits = self.retriever.retrieve([question], self.topk)[0] if self.noise_docs else []
+        noise = [{"id": h.id, "contents": h.document()["contents"]} for h in hits if h.id not in exclude]
+        noise = noise[: self.noise_docs]
+        exclude |= {d["id"] for d in noise}
+        noise += self.noise_pool.sample(self.noise_docs - len(noise), exclude, self.np_random)
         tries = 0
         while len(noise) < self.noise_docs and tries < 10 * self.noise_docs:
             tries += 1
@@ -193,11 +206,14 @@ class SearchProposeEnv(SearchToolEnv):
         if outcome["reasons"]:
             return outcome, proposer_reward(None, valid=False, rewards=self.rewards)
         assert question is not None
-        proposal = Proposal(question, answer, list(self.retrieved.values()), self._noise(), answers)
+        # the documents' order is drawn per validation, so no wording of the question foresees it
+        order_seed = int(self.np_random.integers(2**31))
+        proposal = Proposal(question, answer, list(self.retrieved.values()), self._noise(question), answers, order_seed)
         verdict = validate_safely(self.validator, [proposal])[0]
         self.noise_pool.add(proposal.documents)
         outcome.update(valid=verdict.valid, reasons=verdict.reasons, validator_answer=verdict.answer)
-        outcome["noise"] = proposal.noise  # with "documents": the evidence validation showed, to replay it
+        # with "documents" and "order_seed": the evidence validation showed, in its order, to replay it
+        outcome.update(noise=proposal.noise, order_seed=order_seed)
         if not verdict.valid:
             return outcome, proposer_reward(None, valid=False, rewards=self.rewards)
         return outcome, 0.0

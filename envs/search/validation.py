@@ -10,7 +10,9 @@ Validators are pluggable:
   ``sparring.agents`` generator, or :func:`openai_answer_fn` for any OpenAI-compatible endpoint.
   Graded by exact match after normalisation only, or with a ``judge`` (e.g.
   :func:`openai_judge_fn`) that decides when the strings differ. A question it validates is then
-  asked again with no document at all (:func:`closed_book_prompt`): one the model answers right
+  asked twice more: over the same documents in another order (:func:`document_orders`), where it
+  must be answered right again, so that a question pointing at a place in the validator's context
+  fails; and with no document at all (:func:`closed_book_prompt`): one the model answers right
   without retrieval needs no search, so it is rejected as ``answerable_without_search``.
 * :class:`GroundingValidator` — *not* RAG validation, a model-free grounding check: the seed
   answer must occur in a document the proposer retrieved. It ignores the question and the noise,
@@ -43,6 +45,7 @@ __all__ = [
     "Verdict",
     "extract_answer",
     "closed_book_prompt",
+    "document_orders",
     "rag_prompt",
     "validate_safely",
     "validation_prompt",
@@ -76,6 +79,9 @@ class Proposal:
     """Distractor documents (retrieved by other proposals, or random)."""
     answers: list[str] = field(default_factory=list)
     """Every answer the question's solver task accepts (the seed's title and synonyms); empty: only ``answer``."""
+    order_seed: int | None = None
+    """Seeds the orders the validator reads the documents in; the env draws one per validation, so
+    no wording of the question can foresee them. None: seeded by the question alone."""
 
     def accepted(self) -> list[str]:
         """``answer`` and then the other accepted answers, without repeats."""
@@ -167,17 +173,51 @@ def closed_book_prompt(question: str) -> str:
     return "Answer the question." + _ask(question)
 
 
-def validation_prompt(proposal: Proposal, shuffle_seed: int = 0) -> str:
-    """What a :class:`PolicyValidator` asks: :func:`rag_prompt` over the proposal's documents and noise, shuffled.
+def _is_gold(doc: dict[str, Any], accepted: Sequence[str]) -> bool:
+    """Whether the document's title is an accepted answer: what a reader pointing at it would answer."""
+    title = split_contents(doc["contents"])[0]
+    return any(exact_match(title, a) for a in accepted)
 
-    The order is seeded by ``shuffle_seed`` and the question, so the gold document's position does
-    not leak and the same proposal always reads the same.
+
+def document_orders(proposal: Proposal, shuffle_seed: int = 0) -> tuple[list[int], list[int]]:
+    """The two orders of ``proposal.documents + proposal.noise`` that validation reads, as index lists.
+
+    The first is a shuffle; in the second, every document titled with an accepted answer stands
+    where the first had one that is not (where there are enough of those), and the rest are
+    shuffled. So a question that picks its answer by place ("the third document", "the last one")
+    reads a wrong title in one of the two, whatever place it names. Seeded by ``shuffle_seed``, the
+    proposal's ``order_seed`` and its question.
     """
     import random
 
-    docs = list(proposal.documents) + list(proposal.noise)
-    random.Random(f"{shuffle_seed}:{proposal.question}").shuffle(docs)
-    return rag_prompt(proposal.question, docs)
+    docs = [*proposal.documents, *proposal.noise]
+    key = f"{shuffle_seed}:{proposal.question}"
+    rng = random.Random(key if proposal.order_seed is None else f"{proposal.order_seed}:{key}")
+    first = list(range(len(docs)))
+    rng.shuffle(first)  # the same order as shuffling the documents themselves
+    accepted = proposal.accepted()
+    gold = {i for i in first if _is_gold(docs[i], accepted)}
+    free = [pos for pos, i in enumerate(first) if i not in gold]  # the places no gold document held
+    rng.shuffle(free)
+    second: list[int | None] = [None] * len(docs)
+    for pos, i in zip(free, sorted(gold), strict=False):
+        second[pos] = i
+    # more gold documents than other places (rare): the surplus stands anywhere, like the rest
+    rest = sorted(gold)[len(free) :] + [i for i in first if i not in gold]
+    rng.shuffle(rest)
+    slots = iter(rest)
+    return first, [i if i is not None else next(slots) for i in second]
+
+
+def validation_prompt(proposal: Proposal, shuffle_seed: int = 0, reordered: bool = False) -> str:
+    """What a :class:`PolicyValidator` asks: :func:`rag_prompt` over the proposal's documents and noise, shuffled.
+
+    The order is the first of :func:`document_orders` (the second with ``reordered``), so the gold
+    document's place does not leak and the same proposal always reads the same.
+    """
+    docs = [*proposal.documents, *proposal.noise]
+    order = document_orders(proposal, shuffle_seed)[1 if reordered else 0]
+    return rag_prompt(proposal.question, [docs[i] for i in order])
 
 
 def extract_answer(output: str) -> str:
@@ -203,12 +243,22 @@ class PolicyValidator:
     The accepted answers are the ones the solver's task will grade by (:meth:`Proposal.accepted`),
     so validation and solving agree on what a right answer is.
 
+    A question answered right is asked again over the same documents in the second order of
+    :func:`document_orders`, where no answer-titled document stands where one stood; another
+    answer there rejects it (``answer_changed_with_document_order``): a question that points at a
+    place in the validator's context ("the third document you were given") then reads a wrong
+    title in one order or the other, while a question a searcher can answer does not depend on the
+    order. No answer, or the prompt's example (what SmolLM2-135M writes when lost), is not another
+    answer: a reader that follows a place names the title it finds there. This pass costs one more
+    validation prompt per question that passed the first (none for a rejected one), in the same
+    batch as the unaided check.
+
     With ``closed_book`` (the default), each question that validates is asked once more with no
     document (:func:`closed_book_prompt`); answered right, it is rejected as
     ``answerable_without_search`` (Search Self-Play's check: such a question trains no search, and
-    a question that hides its answer in a code the model can read is one). The extra call asks
-    only the validated questions, each without its documents: about 8 % more prompt tokens than
-    validation alone (55 against 705 on average for the scripted proposer's questions).
+    a question that hides its answer in a code the model can read is one). That prompt is the
+    question alone: 55 tokens against 705 for a validation prompt, on average over the scripted
+    proposer's questions.
     """
 
     name = "policy"
@@ -234,8 +284,9 @@ class PolicyValidator:
         return predicted, None if same else f"solver_answered_other: {predicted[:80]!r}"
 
     def validate(self, proposals: Sequence[Proposal]) -> list[Verdict]:
-        """Ask the model every question at once with its documents, grade each answer, then ask
-        the ones it answered right again without documents (``closed_book``)."""
+        """Ask the model every question at once with its documents and grade each answer; then ask
+        the ones it answered right again, in the second of :func:`document_orders`, and without
+        documents (``closed_book``), in one batch."""
         prompts = [validation_prompt(p, self.shuffle_seed) for p in proposals]
         outputs = self.answer_fn(prompts)
         verdicts = []
@@ -243,11 +294,27 @@ class PolicyValidator:
             predicted, wrong = self._grade(proposal, output)
             verdicts.append(Verdict(wrong is None, [wrong] if wrong else [], predicted))
         valid = [i for i, v in enumerate(verdicts) if v.valid]
-        if self.closed_book and valid:
-            unaided = self.answer_fn([closed_book_prompt(proposals[i].question) for i in valid])
-            for i, output in zip(valid, unaided, strict=True):
-                if self._grade(proposals[i], output)[1] is None:
-                    verdicts[i] = Verdict(False, ["answerable_without_search"], verdicts[i].answer)
+        if not valid:
+            return verdicts
+        unaided = [closed_book_prompt(proposals[i].question) for i in valid] if self.closed_book else []
+        reordered = [validation_prompt(proposals[i], self.shuffle_seed, reordered=True) for i in valid]
+        again = self.answer_fn(unaided + reordered)
+        if len(again) != len(unaided) + len(reordered):
+            raise ValueError(f"{len(again)} answers for {len(unaided) + len(reordered)} prompts")
+        for n, i in enumerate(valid):
+            if unaided and self._grade(proposals[i], again[n])[1] is None:
+                verdicts[i] = Verdict(False, ["answerable_without_search"], verdicts[i].answer)
+                continue
+            output = again[len(unaided) + n]
+            predicted = extract_answer(output)
+            if exact_match(predicted, verdicts[i].answer or ""):
+                continue  # the answer the first order accepted: no second judgement
+            if not predicted.strip() or exact_match(predicted, EXAMPLE_ANSWER):
+                continue  # no answer (a small model lost in long documents), not another one
+            predicted, wrong = self._grade(proposals[i], output)
+            if wrong is not None:
+                reason = f"answer_changed_with_document_order: {predicted[:80]!r}"
+                verdicts[i] = Verdict(False, [reason], verdicts[i].answer)
         return verdicts
 
 
