@@ -88,7 +88,8 @@ def validator_demonstrations(tokenizer: Any, proposer_episodes: list[Episode]) -
         documents, noise = list(o.get("documents") or []), list(o.get("noise") or [])
         if not any(answer_in_text(answer, str(d.get("contents", ""))) for d in documents):
             continue  # not grounded: the evidence does not hold the answer
-        prompt = validation_prompt(Proposal(question, answer, documents, noise))
+        seed = o.get("order_seed")  # the order validation read the documents in (drawn by the env)
+        prompt = validation_prompt(Proposal(question, answer, documents, noise, order_seed=seed))
         demo = Episode(env_id="rag-validation", role="validator", domain="search", task_id=ep.task_id, task={},
                        prompt=prompt)  # fmt: skip
         append_tokens(demo, chat_prompt_ids(tokenizer, [{"role": "user", "content": prompt}], ANSWER_PREFILL), -1,

@@ -37,7 +37,9 @@ def test_each_grounded_proposal_becomes_the_prompt_the_validator_sees_and_its_se
     for demo in demos:
         source = next(ep for ep in reached if ep.task_id == demo.task_id)
         o = source.outcome
-        validator.validate([Proposal(o["question"], o["answer"], o["documents"], o["noise"])])
+        assert isinstance(o["order_seed"], int)  # drawn by the env for its validation
+        validator.validate([Proposal(o["question"], o["answer"], o["documents"], o["noise"],
+                                     order_seed=o["order_seed"])])  # fmt: skip
         assert demo.prompt == seen[-1]  # the very text (documents in the same order) validation shows
         prompt_ids = [t for t, turn in zip(demo.token_ids, demo.token_turn, strict=True) if turn < 0]
         assert prompt_ids == chat_prompt_ids(smol_tokenizer, [{"role": "user", "content": demo.prompt}], ANSWER_PREFILL)
