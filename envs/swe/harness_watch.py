@@ -534,7 +534,7 @@ class Watch:
         """Whether a class statement named ``owner`` in ``code``'s file binds ``key`` and holds ``code``.
 
         The qualified name alone is a claim anything can make: a class made by a call under the name of
-        another class, whose body holds the function, would pass for that body's (the fourth review: graded
+        another class, whose body holds the function, would pass for that body's (the fifth review: graded
         solved, reward 1). The file is compiled again: the class body that holds ``code`` (as itself, or
         inside a function it defines, as sortedcontainers' made comparers are) must store ``key`` by name.
         """
