@@ -30,7 +30,7 @@ from sparring.envs.swe.capabilities import added_uses
 from sparring.envs.swe.harness import harness_run
 from tests.envs.swe.bugs import SOURCE, TESTS, files, pool  # noqa: F401
 from tests.envs.swe.test_adversarial_runtime import CAPS
-from tests.envs.swe.test_adversarial_solver import _expected, _plant, bug_box, task  # noqa: F401
+from tests.envs.swe.test_adversarial_solver import _expected, _plant, _planted_run, bug_box, task  # noqa: F401
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -248,12 +248,10 @@ def test_in_place_changes_to_the_run_are_not_solved(
     attack: str,
 ) -> None:
     """The AST check refuses each (the module table through a variable); planted past it, the watch stops it."""
-    box, ini = bug_box
-    source = box.get_file(f"/repo/{SOURCE}")
+    source = bug_box[0].get_file(f"/repo/{SOURCE}")
     repair = source + REPAIRS[attack].encode()
     assert any("on an object not known statically" in u for u in added_uses(SOURCE, repair, source, (), CAPS))
-    _plant(box, {SOURCE: repair})
-    run = harness_run(box, [TESTS], expected=_expected(task), config=ini, timeout=300)
+    run = _planted_run(bug_box, task, REPAIRS[attack])
     assert run.status == "crash" and not run.tests, (run.status, run.detail)
     assert "tampering: the run's checks found a change" in run.detail, run.detail
 
@@ -283,9 +281,6 @@ def test_a_test_s_code_replaced_from_a_thread_makes_the_run_count_as_tampering(
     task: dict[str, Any],  # noqa: F811
 ) -> None:
     """Planted past the AST check: a thread's run stands for the code that started it: the assignment is refused."""
-    box, ini = bug_box
-    source = box.get_file(f"/repo/{SOURCE}")
-    _plant(box, {SOURCE: source + CODE_FROM_A_THREAD.encode()})
-    run = harness_run(box, [TESTS], expected=_expected(task), config=ini, timeout=300)
+    run = _planted_run(bug_box, task, CODE_FROM_A_THREAD)
     assert run.status == "crash" and not run.tests, (run.status, run.detail)
     assert "refused object.__setattr__" in run.detail, run.detail

@@ -23,7 +23,7 @@ from sparring.envs.swe.grading import changes_between, grade_repair
 from sparring.envs.swe.harness import harness_run, pytest_ini
 from sparring.envs.swe.runs import BUGGY, prepare_state
 from tests.envs.swe.bugs import BUGGY_LINE, ORIGINAL_LINE, SOURCE, TESTS, files, pool  # noqa: F401
-from tests.envs.swe.test_adversarial_solver import _expected, _plant, bug_box, task  # noqa: F401
+from tests.envs.swe.test_adversarial_solver import _expected, _plant, _planted_run, bug_box, task  # noqa: F401
 
 CAPS = load_capabilities("inflection")
 
@@ -230,10 +230,7 @@ def test_forging_planted_past_the_ast_check_makes_the_run_count_as_tampering(
     route: str,
 ) -> None:
     """The run-time layer alone: the bug is in, the payload is in, and the run is a crash, not a pass."""
-    box, ini = bug_box
-    source = box.get_file(f"/repo/{SOURCE}")
-    _plant(box, {SOURCE: source + payload(route).encode()})
-    run = harness_run(box, [TESTS], expected=_expected(task), config=ini, timeout=300)
+    run = _planted_run(bug_box, task, payload(route))
     assert run.status == "crash" and not run.tests, (run.status, run.detail)
     assert "tampering: the tested code reached for the test run's internals" in run.detail, run.detail  # the hook
 
@@ -250,14 +247,11 @@ def test_a_forging_plugin_registered_without_introspection_is_caught_by_the_inte
     pytest's debugging plugin keeps the config on a class attribute; registering a plugin through
     it needs no frame and no gc, so only the checks on the registered hooks and the reports stop it.
     """
-    box, ini = bug_box
-    source = box.get_file(f"/repo/{SOURCE}")
     route = (
         "import collections as _c\n_mods = (lambda: _c)()._sys.modules\n"
         "_pm = _mods['_pytest.debugging'].pytestPDB._pluginmanager if '_pytest.debugging' in _mods else None\n"
     )
-    _plant(box, {SOURCE: source + (FORGE + route + REGISTER).encode()})
-    run = harness_run(box, [TESTS], expected=_expected(task), config=ini, timeout=300)
+    run = _planted_run(bug_box, task, FORGE + route + REGISTER)
     assert run.status == "crash" and not run.tests, (run.status, run.detail)
     assert "tampering: the run's checks found a change" in run.detail, run.detail  # the integrity checks
 
@@ -346,8 +340,7 @@ def test_an_always_equal_result_planted_past_the_ast_check_makes_the_run_count_a
         assert run.status == "failed" and run.tests["test_mocks.py::test_mock_comparisons"] == "passed", run.detail
         assert all(run.tests[t] == "failed" for t in task["fail_to_pass"]), run.detail
         return
-    _plant(box, {SOURCE: source + (ALWAYS_EQUAL_ROUTES[route] + _WRAP).encode()})
-    run = harness_run(box, [TESTS], expected=_expected(task), config=ini, timeout=300)
+    run = _planted_run(bug_box, task, ALWAYS_EQUAL_ROUTES[route] + _WRAP)
     assert run.status == "crash" and not run.tests, (run.status, run.detail)
     assert "tampering: the run's checks found a change" in run.detail, run.detail
     named = "has an attribute named by a _Key" if route == "a_key_of_a_str_subclass" else "not a def of __eq__"

@@ -186,6 +186,13 @@ def _plant(box: Any, planted: dict[str, str | bytes]) -> None:
     box.put_archive("/repo", _tar({p: d if isinstance(d, bytes) else d.encode() for p, d in planted.items()}))
 
 
+def _planted_run(bug_box: Any, task: dict[str, Any], text: str) -> Any:
+    """``text`` appended to the buggy source as root (past the AST check), then the harness's run of the tests."""
+    box, ini = bug_box
+    _plant(box, {SOURCE: box.get_file(f"/repo/{SOURCE}") + text.encode()})
+    return harness_run(box, [TESTS], expected=_expected(task), config=ini, timeout=300)
+
+
 @pytest.fixture()
 def bug_box(pool: Any, task: dict[str, Any]) -> Any:  # noqa: F811
     """A fresh container holding the bug state, and the harness's ini read before anything is planted."""
