@@ -132,6 +132,8 @@ _GETATTR = ("getattr", "setattr", "delattr", "hasattr")
 _OPENERS = ("open", "io.open", "os.fdopen", "io.FileIO", "codecs.open")
 #: Names of listed attributes too common on other objects to refuse wherever a chain starts.
 _COMMON_TAILS = frozenset({"path", "flags", "exit", "stdout", "stderr", "stdin"})
+#: Statements and patterns that bind a name given as a string (not as an ``ast.Name``).
+_NameBinder = ast.ClassDef | ast.ExceptHandler | ast.MatchAs | ast.MatchStar | ast.MatchMapping
 #: Builtins refused by name that a module object held in a variable (``builtins``) would give by attribute.
 _BUILTINS_BY_VALUE = frozenset({"getattr", "setattr", "delattr", "vars", "globals", "locals", "__import__", "eval",
                                 "exec"})  # fmt: skip
@@ -461,29 +463,15 @@ class CapabilityFinder(ast.NodeVisitor):
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
-    def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        self._definition(node, node.name)  # a class named __eq__ in a class body is its equality
+    def _bound_name(self, node: _NameBinder) -> None:
+        """A name bound by a class statement (in a class body, a class named ``__eq__`` is its equality), an
+        ``except ... as`` or a match capture (``case x``, ``case [*x]``, ``case {**x}``)."""
+        name = node.rest if isinstance(node, ast.MatchMapping) else node.name
+        if name:
+            self._definition(node, name)
         self.generic_visit(node)
 
-    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
-        if node.name:
-            self._definition(node, node.name)
-        self.generic_visit(node)
-
-    def visit_MatchAs(self, node: ast.MatchAs) -> None:
-        if node.name:
-            self._definition(node, node.name)
-        self.generic_visit(node)
-
-    def visit_MatchStar(self, node: ast.MatchStar) -> None:
-        if node.name:
-            self._definition(node, node.name)
-        self.generic_visit(node)
-
-    def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
-        if node.rest:
-            self._definition(node, node.rest)
-        self.generic_visit(node)
+    visit_ClassDef = visit_ExceptHandler = visit_MatchAs = visit_MatchStar = visit_MatchMapping = _bound_name
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         self.visit_annotation(node.annotation)
