@@ -12,6 +12,12 @@ tokens/s and peak GPU memory of each phase. The episodes come in groups of 4 att
 as in GRPO; ``--shared-prefix both`` measures the update with the group's prompt once per row
 (``update_shared_prefix``) and with one padded row per episode.
 
+``--backend vllm`` samples with the colocated vLLM engine instead (the model saved to a folder it loads):
+it sleeps through the update (level 2) and takes the new weights after it, so the JSON adds the push's
+seconds (``weight_sync_seconds``) and the GPU memory the device reports in use (``peak_gib_device_*``,
+polled every 20 ms, the engine's reserved KV cache included), which the allocator's own peaks do not see:
+vLLM allocates its sleep-mode memory outside torch's caching allocator.
+
 Under ``torchrun`` each rank runs the same iteration with ``--distributed ddp|fsdp`` (the policy whole
 on every rank, or sharded) and the JSON gives every rank's peaks. On a machine with fewer GPUs than
 ranks the ranks share them (``tests/training/ranks_worker.py``'s ``share_gpus``: their NCCL traffic then
@@ -20,17 +26,20 @@ goes through loopback sockets, so the seconds are not a multi-GPU node's; the me
 Usage (on the GPU machine, from the repository root)::
 
     python scripts/bench_cuda.py --size 1.5b --dtype bfloat16 --dtype float32 --episodes 16
+    python scripts/bench_cuda.py --size 1.5b --backend vllm --episodes 64
     PYTHONPATH=. torchrun --nproc_per_node 2 scripts/bench_cuda.py --size 1.5b --distributed fsdp
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -44,8 +53,8 @@ SHAPES: dict[str, dict[str, Any]] = {
                  num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True),
     "1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
                  num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True),
-    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True),  # a CPU check of this script
+    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
+                 num_key_value_heads=1, vocab_size=151936, tie_word_embeddings=True),  # a CPU check of this script
     "7b": dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
                num_key_value_heads=4, vocab_size=152064, tie_word_embeddings=False),
 }
@@ -69,6 +78,30 @@ def random_model(size: str, dtype: str, device: str) -> tuple[Any, Any]:
     return model, tokenizer
 
 
+class DevicePeak:
+    """The most GPU memory in use on the device (all processes, every allocator) while it runs, polled."""
+
+    def __init__(self, period: float = 0.02):
+        self.period, self.peak, self._stop = period, 0, threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            free, total = torch.cuda.mem_get_info()
+            self.peak = max(self.peak, total - free)
+            self._stop.wait(self.period)
+
+    def __enter__(self) -> DevicePeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        free, total = torch.cuda.mem_get_info()
+        self.peak = max(self.peak, total - free)
+
+
 def one_setting(args: argparse.Namespace, dtype: str, checkpointing: bool, shared: bool) -> dict[str, object]:
     from sparring.agents.generation import SamplingParams
     from sparring.envs.core import Episode
@@ -82,12 +115,22 @@ def one_setting(args: argparse.Namespace, dtype: str, checkpointing: bool, share
     peak = torch.cuda.max_memory_allocated if cuda else (lambda: 0)
     model, tokenizer = random_model(args.size, dtype, args.device)
     params = sum(p.numel() for p in model.parameters())
+    folder = ""
+    if args.backend == "vllm":  # the engine loads a folder; the trainer pushes its own weights into it after
+        folder = tempfile.mkdtemp()
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
     config = TrainConfig(
-        device=args.device, dtype=dtype, backend="hf", out=tempfile.mkdtemp(), gradient_checkpointing=checkpointing,
-        update_tokens_per_batch=args.batch_tokens, kl_coef=0.0, update_shared_prefix=shared,
-        distributed=args.distributed,
+        device=args.device, dtype=dtype, backend=args.backend, out=tempfile.mkdtemp(),
+        gradient_checkpointing=checkpointing, update_tokens_per_batch=args.batch_tokens, kl_coef=0.0,
+        update_shared_prefix=shared, distributed=args.distributed, model=folder or "default", vllm_dtype=dtype,
+        vllm_gpu_memory_utilization=args.vllm_memory, max_context_tokens=args.prompt_tokens,
+        max_new_tokens=args.new_tokens,
     )
+    t_start = time.perf_counter()
     trainer = Trainer(config, model=model, tokenizer=tokenizer)
+    start_s = time.perf_counter() - t_start
+    watch = DevicePeak if cuda else contextlib.nullcontext
     rng = torch.Generator().manual_seed(1)
     # a group of 4 attempts per prompt, as GRPO samples them
     groups = [torch.randint(3, 30000, (args.prompt_tokens,), generator=rng).tolist() for _ in range(args.episodes // 4)]
@@ -98,8 +141,9 @@ def one_setting(args: argparse.Namespace, dtype: str, checkpointing: bool, share
         sync()
         reset()
         t0 = time.perf_counter()
-        generations = trainer.generator.generate(prompts, sampling)
-        sync()
+        with watch() as device_gen:
+            generations = trainer.generator.generate(prompts, sampling)
+            sync()
         t_gen = time.perf_counter() - t0
         peak_gen = peak()
         rollouts = []
@@ -114,13 +158,16 @@ def one_setting(args: argparse.Namespace, dtype: str, checkpointing: bool, share
             rollouts.append(Rollout(episode, float(i % 2), [0.0], ("search", "solver", str(i // 4)), "terminated"))
         reset()
         t1 = time.perf_counter()
-        stats = trainer.reinforce(rollouts)
-        sync()
+        with watch() as device_upd:
+            stats = trainer.reinforce(rollouts)
+            sync()
         t_upd = time.perf_counter() - t1
         generated = sum(len(g.token_ids) for g in generations)
         if iteration:
             rows.append(dict(generate_s=t_gen, update_s=t_upd, tokens=generated, trained_tokens=stats.tokens,
-                             peak_generate=peak_gen, peak_update=peak()))
+                             peak_generate=peak_gen, peak_update=peak(), sync_s=trainer.weight_sync_seconds,
+                             device_generate=getattr(device_gen, "peak", 0),
+                             device_update=getattr(device_upd, "peak", 0)))
         print(f"  rank {trainer.rank} {dtype} ckpt={checkpointing} shared={shared} it{iteration}: gen {t_gen:.1f}s "
               f"({generated} tok) "
               f"update {t_upd:.1f}s loss {stats.loss:.4f}", file=sys.stderr, flush=True)
@@ -128,6 +175,7 @@ def one_setting(args: argparse.Namespace, dtype: str, checkpointing: bool, share
     gib = 2**30
     result = {
         "device": torch.cuda.get_device_name(0) if cuda else "cpu", "torch": torch.__version__, "size": args.size,
+        "backend": args.backend,
         "parameters": params, "dtype": dtype, "gradient_checkpointing": checkpointing, "shared_prefix": shared,
         "episodes": args.episodes, "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
         "seconds_per_iteration": round(mean["generate_s"] + mean["update_s"], 2),
@@ -136,7 +184,17 @@ def one_setting(args: argparse.Namespace, dtype: str, checkpointing: bool, share
         "update_tokens_per_s": round(mean["trained_tokens"] / mean["update_s"], 1),
         "peak_gib_generate": round(mean["peak_generate"] / gib, 2),
         "peak_gib_update": round(mean["peak_update"] / gib, 2),
+        "weight_sync_seconds": round(mean["sync_s"], 3),
+        "weight_sync_share": round(mean["sync_s"] / (mean["generate_s"] + mean["update_s"]), 4),
+        "start_seconds": round(start_s, 1),
     }
+    if cuda:  # what the device has in use, every allocator's (vLLM's reserved KV cache too)
+        result.update(peak_gib_device_generate=round(mean["device_generate"] / gib, 2),
+                      peak_gib_device_update=round(mean["device_update"] / gib, 2))
+    if args.backend == "vllm":
+        import vllm
+
+        result["vllm"] = vllm.__version__
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # every rank's own seconds, peaks and held state, in rank order
         from sparring.training.fsdp import is_sharded, resident_bytes
         from sparring.training.ranks import gather_objects
@@ -158,6 +216,11 @@ def main() -> None:
     parser.add_argument("--dtype", action="append", choices=["bfloat16", "float32"])
     parser.add_argument("--no-checkpointing", action="store_true", help="Also measure without gradient checkpointing.")
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--backend", choices=["hf", "vllm"], action="append",
+                        help="What samples the episodes (repeat for both; default hf). vLLM's memory is not all "
+                        "given back when its engine goes: run one vllm setting per process for its peaks.")
+    parser.add_argument("--vllm-memory", type=float, default=0.5,
+                        help="vllm_gpu_memory_utilization: the engine's share of the GPU.")
     parser.add_argument("--episodes", type=int, default=16)
     parser.add_argument("--prompt-tokens", type=int, default=512)
     parser.add_argument("--new-tokens", type=int, default=256)
@@ -175,7 +238,8 @@ def main() -> None:
 
         share_gpus()
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))  # the models are built before the trainer
-    for dtype in args.dtype or ["bfloat16"]:
+    for backend, dtype in itertools.product(args.backend or ["hf"], args.dtype or ["bfloat16"]):
+        args.backend = backend
         for checkpointing, shared in itertools.product(
             [True, False] if args.no_checkpointing else [True],
             {"on": [True], "off": [False], "both": [True, False]}[args.shared_prefix],
@@ -186,8 +250,8 @@ def main() -> None:
                 traceback.print_exc()
                 if args.device == "cuda":
                     torch.cuda.empty_cache()
-                result = {"size": args.size, "dtype": dtype, "gradient_checkpointing": checkpointing,
-                          "shared_prefix": shared,
+                result = {"size": args.size, "backend": backend, "dtype": dtype,
+                          "gradient_checkpointing": checkpointing, "shared_prefix": shared,
                           "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
             line = json.dumps(result)
             if os.environ.get("RANK", "0") != "0":

@@ -48,9 +48,9 @@ def test_a_two_iteration_run_samples_with_vllm_and_syncs_it_after_every_update(
 
     out = trainer.generator.generate([prompt], SamplingParams(temperature=0.0, max_new_tokens=4))[0]
     with torch.no_grad():
-        ids = torch.tensor([prompt + out.token_ids])
+        ids = torch.tensor([prompt + out.token_ids], device=trainer.policy_model.device)
         logits = trainer.policy_model(ids).logits[0, len(prompt) - 1 : -1].float()
-    expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(out.token_ids)[:, None]).squeeze(-1)
+    expected = torch.log_softmax(logits, -1).gather(-1, ids[0, len(prompt) :, None]).squeeze(-1)
     assert out.logprobs == pytest.approx(expected.tolist(), abs=2e-3)
 
 
