@@ -13,7 +13,12 @@ the same way for the check as for the import) and resolves names, not text: impo
 (which ``typing.get_type_hints`` would evaluate). What cannot be resolved statically is refused
 by kind instead: ``getattr``/``setattr`` with a computed name or passed as a value, a listed module
 passed as a value, ``globals()``/``vars()``, namespace and frame attributes such as ``__dict__``
-or ``f_globals``. The list itself is data (``capabilities.toml``, overridable per repository).
+or ``f_globals``, and a module reached as an attribute of an object the check does not know (``x.sys``,
+``x._sys``). A ``str.format`` template is read as the attribute reads its fields make
+(``'{0._sys.modules}'`` reads ``_sys`` and ``modules`` on an unknown object), where the template is a
+literal, literals joined by ``+`` or repeated by ``*``, or a name assigned only such; ``format``,
+``format_map`` or a logging format of style ``{`` on a template the check cannot read is refused. The
+list itself is data (``capabilities.toml``, overridable per repository).
 
 Only what the repair adds counts: a use is refused when the new file has more uses with the same
 (capability, what, line text) than the file the solver started from, unless the bug removed that

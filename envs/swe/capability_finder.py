@@ -6,9 +6,11 @@ the walk applies are described there and in ``capabilities.toml``.
 
 from __future__ import annotations
 
+import _string  # type: ignore[import-not-found]  # str.format's own parser of field names
 import ast
 import fnmatch
 import re
+import string
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -141,6 +143,25 @@ _BUILTINS_BY_VALUE = frozenset({"getattr", "setattr", "delattr", "vars", "global
 _WRITE_ONLY = frozenset({"os.environ", "os.environb"})
 #: Methods that take an attribute's name as an argument.
 _NAMED_ATTRIBUTE_METHODS = ("__setattr__", "__delattr__", "__getattribute__", "__getattr__")
+#: str's methods that look up each field of their template (``{0.a.b[c]}``) on their arguments, by name.
+_FORMAT_METHODS = frozenset({"format", "format_map"})
+#: The most values one expression of string literals may stand for before the check stops reading it.
+_MAX_TEMPLATES = 16
+
+
+def format_walk(template: str, depth: int = 0) -> Iterator[str]:
+    """The attribute names and string keys each field of a ``str.format`` template looks up on its argument
+    (``{0._sys.modules[x]}``: ``_sys``, ``modules``, ``x``), nested fields in a format spec included.
+
+    Raises:
+        ValueError: ``template`` is not a valid template (``str.format`` refuses it too).
+    """
+    for _, field_name, spec, _ in string.Formatter().parse(template):
+        if field_name is not None:
+            _, rest = _string.formatter_field_name_split(field_name)
+            yield from (key for _, key in rest if isinstance(key, str))
+        if spec and depth < 2:
+            yield from format_walk(spec, depth + 1)
 
 
 @dataclass
@@ -151,6 +172,7 @@ class CapabilityIndex:
     sensitive: set[str] = field(default_factory=set)
     refused: set[str] = field(default_factory=set)
     foreign: frozenset[str] = frozenset()
+    module_names: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         # modules whose attributes are listed: reached as a value or re-rooted inside a chain
@@ -164,6 +186,10 @@ class CapabilityIndex:
             for a in c.attributes
             if "*" not in a and "." in a and (a.split(".")[0] == "sys" or a.rsplit(".", 1)[1].startswith("_"))
         } - _COMMON_TAILS
+        # attribute names that hold a listed module wherever a chain starts: `x.sys`, `x.os`, and the private
+        # aliases the standard library's modules keep of them (`collections._sys`, `typing._types`)
+        listed = self.sensitive | self.refused | {"sys", "os", "builtins", "gc", "io", "importlib"}
+        self.module_names = {"sys", "os", "builtins", "gc"} | {"_" + m.lstrip("_") for m in listed}
         # modules that are not the repository's: the standard library's and the image's packages
         names = {n for c in self.caps if c.module_stores for n in c.foreign}
         self.foreign = frozenset(names | set(getattr(sys, "stdlib_module_names", ())) if names else ())
@@ -209,6 +235,7 @@ class CapabilityFinder(ast.NodeVisitor):
         self.uses: list[CapabilityUse] = []
         self.line_override: int | None = None
         self.oracle: OracleNames | None = None
+        self.assigned: dict[str, list[ast.expr]] = {}  # names bound only by plain assignments: their values
 
     # -- bookkeeping
 
@@ -226,12 +253,84 @@ class CapabilityFinder(ast.NodeVisitor):
                         # ``from . import x`` is ``.x`` (the package's x), ``from .m import x`` is ``.m.x``
                         joined = f"{base}{a.name}" if base.endswith(".") else f"{base}.{a.name}"
                         self.aliases[a.asname or a.name] = joined if base else a.name
+        self._string_names(tree)
         body = tree.body if isinstance(tree, ast.Module) else []
         self.defined = {n.name for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
         self.defined.update(self.aliases)
         # `del NAME` makes NAME the builtin again, wherever it stands
         self.defined -= {t.id for n in ast.walk(tree) if isinstance(n, ast.Delete) for t in n.targets
                          if isinstance(t, ast.Name)}  # fmt: skip
+
+    def _string_names(self, tree: ast.AST) -> None:
+        """Names bound only by plain assignments (``FMT = "..."``), with what they are assigned: a template
+        held in such a name is read where it is used."""
+        simple: set[int] = set()
+        for node in ast.walk(tree):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if (
+                isinstance(node, ast.AnnAssign) and node.value is not None) else []  # fmt: skip
+            if targets and all(isinstance(t, ast.Name) for t in targets):
+                for target in targets:
+                    simple.add(id(target))
+                    self.assigned.setdefault(target.id, []).append(node.value)  # type: ignore[attr-defined,arg-type]
+        bound_otherwise = {
+            n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
+            and id(n) not in simple
+        } | {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)} | set(self.aliases)  # fmt: skip
+        for name in bound_otherwise:
+            self.assigned.pop(name, None)
+
+    def templates(self, node: ast.AST, depth: int = 0) -> list[str] | None:
+        """Every string ``node`` can be, where it is string literals joined by ``+``, repeated by ``*``, or a
+        name assigned only such expressions; None where it is anything else."""
+        if depth > 8:
+            return None
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return [node.value]
+        if isinstance(node, ast.Name) and node.id in self.assigned:
+            found: list[str] = []
+            for value in self.assigned[node.id]:
+                more = self.templates(value, depth + 1)
+                if more is None:
+                    return None
+                found += more
+            return found[:_MAX_TEMPLATES] if len(found) <= _MAX_TEMPLATES else None
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = self.templates(node.left, depth + 1), self.templates(node.right, depth + 1)
+            if left is None or right is None or len(left) * len(right) > _MAX_TEMPLATES:
+                return None
+            return [a + b for a in left for b in right]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            text, times = (node.left, node.right) if isinstance(node.right, ast.Constant) else (node.right, node.left)
+            parts = self.templates(text, depth + 1)
+            if parts is None or not isinstance(times, ast.Constant) or type(times.value) is not int:
+                return None
+            return [p * max(0, min(times.value, 64)) for p in parts]
+        return None
+
+    def format_fields(self, node: ast.AST, template: str) -> None:
+        """The names a ``str.format`` template's fields look up, each as an attribute read on an object not
+        known statically (``'{0._sys.modules}'.format(collections)`` reads ``modules`` as ``x._sys.modules``
+        does)."""
+        if "{" not in template:
+            return
+        try:
+            names = list(format_walk(template))
+        except ValueError:  # not a template: str.format would refuse it
+            return
+        for name in names:
+            self.unknown_attribute(node, name, "format field ")
+
+    def format_method(self, node: ast.AST, receiver: ast.AST, method: str) -> None:
+        """``receiver.format`` (or ``format_map``, or ``getattr(receiver, "format")``): its template is read
+        where the check can tell what it is; a template it cannot read is refused, since its fields may walk
+        to any attribute."""
+        found = self.templates(receiver)
+        if found is None:
+            self.add(node, self.index.flagged("dynamic_attributes"),
+                     f"str.{method} of a template the check cannot read")  # fmt: skip
+        elif not isinstance(receiver, ast.Constant):  # a literal is read where it stands
+            for template in found:
+                self.format_fields(node, template)
 
     def add(self, node: ast.AST, caps: Iterable[Capability], what: str) -> None:
         line: int = self.line_override or getattr(node, "lineno", None) or 1
@@ -341,6 +440,14 @@ class CapabilityFinder(ast.NodeVisitor):
             self.add(node, (c for c in self.index.caps if any(a.rsplit(".", 1)[-1] == attr for a in c.attributes)),
                      f"{how}{attr} on an object not known statically")  # fmt: skip
 
+    def unknown_attribute(self, node: ast.AST, attr: str, how: str) -> None:
+        """An attribute read on an object not known statically (a chain's link after a call, subscript or
+        variable; a format field): refused by name, and where the name is that of a listed module (``sys``,
+        ``os``, or a module's private alias of one, ``collections._sys``), as that module used as a value."""
+        self.attribute_name(node, attr, how)
+        if attr in self.index.module_names:
+            self.add(node, self.index.flagged("module_values"), f"{how}{attr}: a module reached through an object")
+
     def visit_MatchClass(self, node: ast.MatchClass) -> None:
         # `case object(f_back=f)` reads the attribute f_back of the subject
         for attr in node.kwd_attrs:
@@ -360,6 +467,11 @@ class CapabilityFinder(ast.NodeVisitor):
         ):
             # a chain rooted at a call, subscript, lambda or a variable (`s = [c][0]._sys; s.modules`)
             self.attribute_name(node, node.attr, ".")
+        if not imported and not (isinstance(root_node, ast.Call) and self.constant_getattr(root_node)):
+            if node.attr in self.index.module_names:
+                self.add(node, self.index.flagged("module_values"), f".{node.attr}: a module reached through an object")
+        if node.attr in _FORMAT_METHODS:
+            self.format_method(node, node.value, node.attr)
         if not imported and node.attr in _BUILTINS_BY_VALUE:  # the builtins module reached as a value
             self.add(node, self.index.flagged("dynamic_attributes"), f".{node.attr} on an object not known statically")
         self.add(node, (c for c in self.index.caps if node.attr in c.definitions and isinstance(node.ctx, ast.Store)),
@@ -395,6 +507,8 @@ class CapabilityFinder(ast.NodeVisitor):
             if self.constant_getattr(node):
                 attr = node.args[1].value  # type: ignore[attr-defined]
                 base = self.dotted(node.args[0])
+                if attr in _FORMAT_METHODS:
+                    self.format_method(node, node.args[0], attr)
                 self.add(node, (c for c in self.index.caps if attr in c.attribute_names), f"{func} {attr!r}")
                 if func == "setattr":
                     self.add(node, (c for c in self.index.caps if attr in c.definitions), f"setattr {attr!r}")
@@ -421,11 +535,26 @@ class CapabilityFinder(ast.NodeVisitor):
                 self.add(node, self.index.flagged("dynamic_attributes"), f"{node.func.attr} with a computed name")
             else:
                 self.attribute_name(node, name.value, f"{node.func.attr} ")
+        self.logging_template(node)
         opener = self.builtin(node.func, ("open",)) or self.dotted(node.func)
         first = node.args[0] if node.args else None
         if opener in _OPENERS and isinstance(first, ast.Constant) and isinstance(first.value, int):
             self.add(node, self.index.flagged("open_fd"), f"{opener} on descriptor {first.value}")
         self.generic_visit(node)
+
+    def logging_template(self, node: ast.Call) -> None:
+        """A logging format of ``style="{"`` (``Formatter``, ``basicConfig``, ``StrFormatStyle``): logging fills
+        it in with ``str.format``, so its template is read as one."""
+        callee = self.dotted(node.func) or ""
+        style = next((k.value for k in node.keywords if k.arg == "style"), None)
+        if style is None and callee.endswith("Formatter") and len(node.args) >= 3:
+            style = node.args[2]
+        # a style the check cannot read may be "{"; "%" and "$" look nothing up by attribute
+        braces = style is not None and not (isinstance(style, ast.Constant) and style.value in ("%", "$"))
+        if not (braces or callee.endswith("StrFormatStyle")):
+            return
+        for template in [*node.args[:1], *(k.value for k in node.keywords if k.arg in ("fmt", "format"))]:
+            self.format_method(node, template, "format (a logging template)")
 
     def class_namespace(self, node: ast.Call, namespace: ast.expr) -> None:
         """``type(name, bases, namespace)``: its keys are definitions, and must be constants to be checked."""
@@ -507,6 +636,7 @@ class CapabilityFinder(ast.NodeVisitor):
             if named:
                 self.add(node, [ORACLE], f"a string naming the oracle test file {named.group(1)}")
         if isinstance(node.value, str):
+            self.format_fields(node, node.value)
             for cap in self.index.caps:
                 for pattern in cap.strings:
                     if pattern.search(node.value):
