@@ -16,9 +16,10 @@ passed as a value, ``globals()``/``vars()``, namespace and frame attributes such
 or ``f_globals``, and a module reached as an attribute of an object the check does not know (``x.sys``,
 ``x._sys``). A ``str.format`` template is read as the attribute reads its fields make
 (``'{0._sys.modules}'`` reads ``_sys`` and ``modules`` on an unknown object), where the template is a
-literal, literals joined by ``+`` or repeated by ``*``, or a name assigned only such; ``format``,
-``format_map`` or a logging format of style ``{`` on a template the check cannot read is refused. The
-list itself is data (``capabilities.toml``, overridable per repository).
+literal, literals joined by ``+`` or repeated by ``*``, or a function's local name assigned only such;
+``format``, ``format_map`` or a logging format of style ``{`` on a template the check cannot read is
+refused, and so is ``getattr`` with a constant name the check refuses as an attribute of an unknown object.
+The list itself is data (``capabilities.toml``, overridable per repository).
 
 Only what the repair adds counts: a use is refused when the new file has more uses with the same
 (capability, what, line text) than the file the solver started from, unless the bug removed that

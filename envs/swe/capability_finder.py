@@ -145,13 +145,20 @@ _WRITE_ONLY = frozenset({"os.environ", "os.environb"})
 _NAMED_ATTRIBUTE_METHODS = ("__setattr__", "__delattr__", "__getattribute__", "__getattr__")
 #: str's methods that look up each field of their template (``{0.a.b[c]}``) on their arguments, by name.
 _FORMAT_METHODS = frozenset({"format", "format_map"})
+#: Attribute names under which the standard library's modules keep the interpreter's own modules.
+_MODULE_ATTRIBUTES = frozenset({"sys", "_sys", "os", "_os", "posix", "_posix", "builtins", "_builtins", "gc", "_gc",
+                                "_io", "_imp", "importlib", "_importlib", "_bootstrap", "_frozen_importlib",
+                                "_operator"})  # fmt: skip
+#: Methods that read the command line when given no arguments (argparse's and optparse's parsers).
+_ARGV_PARSERS = frozenset({"parse_args", "parse_known_args", "parse_intermixed_args", "parse_known_intermixed_args"})
 #: The most values one expression of string literals may stand for before the check stops reading it.
 _MAX_TEMPLATES = 16
 
 
 def format_walk(template: str, depth: int = 0) -> Iterator[str]:
-    """The attribute names and string keys each field of a ``str.format`` template looks up on its argument
-    (``{0._sys.modules[x]}``: ``_sys``, ``modules``, ``x``), nested fields in a format spec included.
+    """The attribute names each field of a ``str.format`` template looks up on its argument
+    (``{0._sys.modules[x]}``: ``_sys`` and ``modules``; ``[x]`` is an item, not an attribute), nested fields in a
+    format spec included.
 
     Raises:
         ValueError: ``template`` is not a valid template (``str.format`` refuses it too).
@@ -159,7 +166,7 @@ def format_walk(template: str, depth: int = 0) -> Iterator[str]:
     for _, field_name, spec, _ in string.Formatter().parse(template):
         if field_name is not None:
             _, rest = _string.formatter_field_name_split(field_name)
-            yield from (key for _, key in rest if isinstance(key, str))
+            yield from (key for is_attribute, key in rest if is_attribute)
         if spec and depth < 2:
             yield from format_walk(spec, depth + 1)
 
@@ -186,10 +193,9 @@ class CapabilityIndex:
             for a in c.attributes
             if "*" not in a and "." in a and (a.split(".")[0] == "sys" or a.rsplit(".", 1)[1].startswith("_"))
         } - _COMMON_TAILS
-        # attribute names that hold a listed module wherever a chain starts: `x.sys`, `x.os`, and the private
-        # aliases the standard library's modules keep of them (`collections._sys`, `typing._types`)
-        listed = self.sensitive | self.refused | {"sys", "os", "builtins", "gc", "io", "importlib"}
-        self.module_names = {"sys", "os", "builtins", "gc"} | {"_" + m.lstrip("_") for m in listed}
+        # attribute names that hold the interpreter's modules wherever a chain starts: `x.sys`, `x.os`, and the
+        # private aliases the standard library's modules keep of them (`collections._sys`, `tempfile._os`)
+        self.module_names = set(_MODULE_ATTRIBUTES)
         # modules that are not the repository's: the standard library's and the image's packages
         names = {n for c in self.caps if c.module_stores for n in c.foreign}
         self.foreign = frozenset(names | set(getattr(sys, "stdlib_module_names", ())) if names else ())
@@ -235,7 +241,7 @@ class CapabilityFinder(ast.NodeVisitor):
         self.uses: list[CapabilityUse] = []
         self.line_override: int | None = None
         self.oracle: OracleNames | None = None
-        self.assigned: dict[str, list[ast.expr]] = {}  # names bound only by plain assignments: their values
+        self._locals: dict[int, dict[str, list[ast.expr]]] = {}  # by function: its plain string locals
 
     # -- bookkeeping
 
@@ -253,7 +259,6 @@ class CapabilityFinder(ast.NodeVisitor):
                         # ``from . import x`` is ``.x`` (the package's x), ``from .m import x`` is ``.m.x``
                         joined = f"{base}{a.name}" if base.endswith(".") else f"{base}.{a.name}"
                         self.aliases[a.asname or a.name] = joined if base else a.name
-        self._string_names(tree)
         body = tree.body if isinstance(tree, ast.Module) else []
         self.defined = {n.name for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
         self.defined.update(self.aliases)
@@ -261,34 +266,61 @@ class CapabilityFinder(ast.NodeVisitor):
         self.defined -= {t.id for n in ast.walk(tree) if isinstance(n, ast.Delete) for t in n.targets
                          if isinstance(t, ast.Name)}  # fmt: skip
 
-    def _string_names(self, tree: ast.AST) -> None:
-        """Names bound only by plain assignments (``FMT = "..."``), with what they are assigned: a template
-        held in such a name is read where it is used."""
+    def _local_strings(self, function: ast.AST) -> dict[str, list[ast.expr]]:
+        """The names of ``function`` bound only by plain assignments in it (``fmt = "..."``), with what they are
+        assigned: a template held in such a name is read where it is used. A name bound any other way in it
+        (a parameter, a loop, a match capture, ``except ... as``, a ``def``, an import, ``global`` or
+        ``nonlocal``) is not one of them; neither is a module's or a class's name, which other code can rebind."""
+        known = self._locals.get(id(function))
+        if known is not None:
+            return known
+        assigned: dict[str, list[ast.expr]] = {}
         simple: set[int] = set()
-        for node in ast.walk(tree):
+        other: set[str] = set()
+        for node in ast.walk(function):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target] if (
                 isinstance(node, ast.AnnAssign) and node.value is not None) else []  # fmt: skip
             if targets and all(isinstance(t, ast.Name) for t in targets):
                 for target in targets:
                     simple.add(id(target))
-                    self.assigned.setdefault(target.id, []).append(node.value)  # type: ignore[attr-defined,arg-type]
-        bound_otherwise = {
-            n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
-            and id(n) not in simple
-        } | {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)} | set(self.aliases)  # fmt: skip
-        for name in bound_otherwise:
-            self.assigned.pop(name, None)
+                    assigned.setdefault(target.id, []).append(node.value)  # type: ignore[attr-defined,arg-type]
+            if isinstance(node, ast.Global | ast.Nonlocal):
+                other.update(node.names)
+            elif isinstance(node, ast.arg):
+                other.add(node.arg)
+            elif isinstance(node, ast.alias):
+                other.add(node.asname or node.name.split(".")[0])
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node is not function:
+                other.add(node.name)
+            elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
+                other.add(node.name)
+            elif isinstance(node, ast.MatchMapping) and node.rest:
+                other.add(node.rest)
+        for node in ast.walk(function):
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and id(node) not in simple:
+                other.add(node.id)
+        known = {name: values for name, values in assigned.items() if name not in other}
+        self._locals[id(function)] = known
+        return known
 
     def templates(self, node: ast.AST, depth: int = 0) -> list[str] | None:
         """Every string ``node`` can be, where it is string literals joined by ``+``, repeated by ``*``, or a
-        name assigned only such expressions; None where it is anything else."""
+        function's local name assigned only such expressions; None where it is anything else."""
         if depth > 8:
             return None
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return [node.value]
-        if isinstance(node, ast.Name) and node.id in self.assigned:
+        if isinstance(node, ast.Name):
+            scope = getattr(node, "_sparring_parent", None)
+            while scope is not None and not isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                if isinstance(scope, ast.ClassDef):
+                    return None
+                scope = getattr(scope, "_sparring_parent", None)
+            values = self._local_strings(scope).get(node.id) if scope is not None else None
+            if values is None:
+                return None
             found: list[str] = []
-            for value in self.assigned[node.id]:
+            for value in values:
                 more = self.templates(value, depth + 1)
                 if more is None:
                     return None
@@ -467,10 +499,11 @@ class CapabilityFinder(ast.NodeVisitor):
         ):
             # a chain rooted at a call, subscript, lambda or a variable (`s = [c][0]._sys; s.modules`)
             self.attribute_name(node, node.attr, ".")
-        if not imported and not (isinstance(root_node, ast.Call) and self.constant_getattr(root_node)):
+        reads = isinstance(node.ctx, ast.Load)
+        if reads and not imported and not (isinstance(root_node, ast.Call) and self.constant_getattr(root_node)):
             if node.attr in self.index.module_names:
                 self.add(node, self.index.flagged("module_values"), f".{node.attr}: a module reached through an object")
-        if node.attr in _FORMAT_METHODS:
+        if reads and node.attr in _FORMAT_METHODS:
             self.format_method(node, node.value, node.attr)
         if not imported and node.attr in _BUILTINS_BY_VALUE:  # the builtins module reached as a value
             self.add(node, self.index.flagged("dynamic_attributes"), f".{node.attr} on an object not known statically")
@@ -509,6 +542,11 @@ class CapabilityFinder(ast.NodeVisitor):
                 base = self.dotted(node.args[0])
                 if attr in _FORMAT_METHODS:
                     self.format_method(node, node.args[0], attr)
+                anchor = node.args[0]
+                while isinstance(anchor, ast.Attribute):
+                    anchor = anchor.value
+                if not (isinstance(anchor, ast.Name) and anchor.id in self.aliases):  # an object not known statically
+                    self.unknown_attribute(node, attr, f"{func} ")
                 self.add(node, (c for c in self.index.caps if attr in c.attribute_names), f"{func} {attr!r}")
                 if func == "setattr":
                     self.add(node, (c for c in self.index.caps if attr in c.definitions), f"setattr {attr!r}")
@@ -536,6 +574,13 @@ class CapabilityFinder(ast.NodeVisitor):
             else:
                 self.attribute_name(node, name.value, f"{node.func.attr} ")
         self.logging_template(node)
+        if (
+            isinstance(node.func, ast.Attribute)
+            and node.func.attr in _ARGV_PARSERS
+            and not node.args
+            and not any(k.arg in ("args", None) for k in node.keywords)
+        ):  # `parser.parse_args()` parses sys.argv[1:]
+            self.add(node, (c for c in self.index.caps if "sys.argv" in c.attributes), f"{node.func.attr}() of argv")
         opener = self.builtin(node.func, ("open",)) or self.dotted(node.func)
         first = node.args[0] if node.args else None
         if opener in _OPENERS and isinstance(first, ast.Constant) and isinstance(first.value, int):

@@ -594,6 +594,15 @@ def test_a_repair_that_reads_the_running_test_s_id_is_not_solved(
     assert sorted(grade.failing) == sorted(task["fail_to_pass"]), grade.failing
 
 
+#: Gates the AST check refuses since the sixth review (what its refusal names): a format string's fields, and
+#: ``os.path.expandvars``, which reads the environment.
+REFUSED_SINCE = {
+    "the_run_spec_on_the_command_line": "format field",
+    "no_login_shell_variables": "os.path.expandvars",
+    "no_underscore_variable": "os.path.expandvars",
+}
+
+
 def past_the_ast_check(monkeypatch: pytest.MonkeyPatch) -> None:
     """Grading without its AST check: a gate spelt with a format string, which that check refuses since its fields
     are read, still tests the layers after it (each of these was graded solved when the check let it through)."""
@@ -804,8 +813,8 @@ def test_a_fix_gated_on_a_mark_the_runs_once_shared_is_not_solved(
     before = _with(pool, task, "")
     repair = _gated(before, SHARED_MARK_GATES[gate])
     refused = added_uses(SOURCE, repair, before, (), CAPS, [TESTS])
-    if "'.format(" in SHARED_MARK_GATES[gate]:  # the AST check reads a format string's fields now
-        assert any("format field" in use for use in refused), refused
+    if gate in REFUSED_SINCE:  # the AST check refuses the read now: the plain run is tested past it
+        assert refused and all(REFUSED_SINCE[gate] in use for use in refused), refused
         past_the_ast_check(monkeypatch)
     else:
         assert refused == []
@@ -1226,7 +1235,9 @@ def test_code_near_the_oracle_tests_is_allowed() -> None:
         ("def f(a):\n    return '{0.x.modules}'.format(a)\n", "format field modules on an object not known"),
         ("import collections as c\nx = ('{0._sys.' + 'argv}').format(c)\n", "format field argv"),
         ("import logging as g\nx = '{0.sys.path[0]}'.format(g)\n", "format field sys: a module reached"),
-        ("T = '{0.x[_os]}'\ndef f(a):\n    return T.format(a)\n", "format field _os"),
+        ("def f(a):\n    t = '{0.x._os}'\n    return t.format(a)\n", "format field _os"),
+        # a module's name: another module may rebind it (`core.T = ...`) before the call
+        ("T = '{0.name}'\ndef f(a):\n    return T.format(a)\n", "str.format of a template the check cannot read"),
         ("def f(a, b):\n    return '{0:{1.meta_path}}'.format(a, b)\n", "format field meta_path"),
         ("def f(a):\n    return '{m.f_back}'.format_map({'m': a})\n", "format field f_back"),
         ("def f(a):\n    t = ''.join(['{0._s', 'ys}'])\n    return t.format(a)\n", "str.format of a template the"),
@@ -1240,6 +1251,25 @@ def test_code_near_the_oracle_tests_is_allowed() -> None:
         ("import logging as g\nh = g.Formatter('{msg._sys}', None, '{')\n", "format field _sys"),
         ("import logging as g\ndef f(t, s):\n    return g.Formatter(t, style=s)\n", "format (a logging template)"),
         ("import collections as c\nd = (lambda: c)()._sys.path[0]\n", "._sys: a module reached through an object"),
+        # the sixth review: each read sys.modules, sys.argv, sys.meta_path or the environment past the check
+        (
+            "import collections\nT = '{}'\ndef f():\n    match ''.join(['{0.', '_s', 'ys}']):\n        case T:\n"
+            "            pass\n    return T.format(collections)\n",
+            "str.format of a template the check cannot read",
+        ),
+        (
+            "import logging\ndef f(t):\n    return logging.Formatter(**{'fmt': t, 'style': '{'}).formatMessage(1)\n",
+            "logging.Formatter (dynamic_code)",
+        ),
+        ("import _operator, collections\nx = _operator.attrgetter('_s' + 'ys.modules')(collections)\n", "_operator"),
+        ("from xmlrpc.server import resolve_dotted_attribute as r\n", "import xmlrpc.server (dynamic_code)"),
+        ("import collections\ndef f():\n    c = collections\n    return getattr(c, '_sys')\n", "getattr _sys"),
+        ("def f(s):\n    return getattr(s, 'modules')\n", "getattr modules on an object not known statically"),
+        ("import _frozen_importlib as f\n", "import _frozen_importlib (dynamic_code)"),
+        ("import functools\ng = functools.singledispatch(len)\n", "functools.singledispatch (dynamic_code)"),
+        ("from wsgiref.handlers import read_environ\n", "import wsgiref.handlers (runner_state)"),
+        ("import argparse\nx = argparse.ArgumentParser().parse_known_args()\n", "parse_known_args() of argv"),
+        ("import os.path\nx = os.path.expandvars('$HOME')\n", "os.path.expandvars (runner_state)"),
     ],
 )
 def test_the_ast_check_refuses_the_new_constructs(source: str, refused: str) -> None:
@@ -1257,11 +1287,14 @@ def test_ordinary_code_near_the_new_constructs_is_allowed() -> None:
         "class T:\n    a, b = 1, 2\n    for i in ():\n        pass\n    (c := 3)\n",  # bindings of other names
         # format strings the check reads: fields of ordinary names, a template in a name, specs, f-strings
         "def f(a, b):\n    return '{}: {!r} {0.name} {x.path} {0.value:>{1}}'.format(a, b, x=a)\n",
-        "FMT = '{0.name}-{1}'\nLONG = FMT + ' ({0.kind})'\ndef f(a):\n    return LONG.format(a, 2) + f'{a.path}'\n",
-        "import logging as g\nh = g.Formatter('{asctime} {levelname}: {message}', style='{')\n",
-        "import logging as g\ndef f(t):\n"
-        "    return g.Formatter(t), g.Formatter(t, style='%'), g.Formatter(t, t, '$')\n",
+        "def f(a):\n    fmt = '{0.name}-{1}'\n    long = fmt + ' ({0.kind})' * 2\n"
+        "    return long.format(a, 2) + f'{a.path}'\n",
+        "import logging\nlog = logging.getLogger(__name__)\ndef f(x):\n    log.info('%s done: {0.x}', x)\n",
         "def f(m):\n    return m.string + '{not a template'\n",
+        "def f(row):\n    return '{row[sys]}/{row[argv]}'.format(row=row)\n",  # items, not attributes
+        "import threading\nclass W:\n    def start(self, code):\n        self._thread = threading.Thread()\n"
+        "        self._code, self._trace, self.format = code, False, str\n        return self._thread.start()\n",
+        "import argparse\nx = argparse.ArgumentParser().parse_args(['-v'])\n",
     ):
         assert added_uses("pkg/m.py", source.encode(), None, [], CAPS) == [], source
 
