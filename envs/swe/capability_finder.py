@@ -9,11 +9,14 @@ from __future__ import annotations
 import _string  # type: ignore[import-not-found]  # str.format's own parser of field names
 import ast
 import fnmatch
+import importlib
+import inspect
 import re
 import string
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from sparring import pyast
@@ -149,6 +152,9 @@ _FORMAT_METHODS = frozenset({"format", "format_map"})
 _MODULE_ATTRIBUTES = frozenset({"sys", "_sys", "os", "_os", "posix", "_posix", "builtins", "_builtins", "gc", "_gc",
                                 "_io", "_imp", "importlib", "_importlib", "_bootstrap", "_frozen_importlib",
                                 "_operator"})  # fmt: skip
+#: functools' wrappers, which read and set every attribute their ``assigned`` and ``updated`` arguments name: how
+#: many positional arguments come before those.
+_WRAPPERS = {"functools.update_wrapper": 2, "functools.wraps": 1}
 #: Methods that read the command line when given no arguments (argparse's and optparse's parsers).
 _ARGV_PARSERS = frozenset({"parse_args", "parse_known_args", "parse_intermixed_args", "parse_known_intermixed_args"})
 #: The most values one expression of string literals may stand for before the check stops reading it.
@@ -180,6 +186,7 @@ class CapabilityIndex:
     refused: set[str] = field(default_factory=set)
     foreign: frozenset[str] = frozenset()
     module_names: set[str] = field(default_factory=set)
+    _listed: dict[int, tuple[Any, list[Capability]]] = field(default_factory=dict)  # listed objects by id
 
     def __post_init__(self) -> None:
         # modules whose attributes are listed: reached as a value or re-rooted inside a chain
@@ -212,9 +219,31 @@ class CapabilityIndex:
 
     def attribute(self, dotted: str) -> Iterator[Capability]:
         candidates = self.rerooted(dotted)
+        found = False
         for cap in self.caps:
             if any(fnmatch.fnmatchcase(p, pat) for pat in cap.attributes for c in candidates for p in _prefixes(c)):
+                found = True
                 yield cap
+        if not found:  # a listed object under another module's name (`pathlib.attrgetter` is operator's)
+            yield from self.same_object(dotted)
+
+    def same_object(self, dotted: str) -> list[Capability]:
+        """The capabilities whose listed attribute is the very object a standard-library name ``dotted`` (or a
+        prefix of it) is: a module that imported a listed function keeps it under its own name."""
+        if not self._listed:
+            for cap in self.caps:
+                for listed in cap.attributes:
+                    obj = stdlib_object(listed) if "*" not in listed else _MISSING
+                    # functions and classes only: a data object (sys.stdout, a list) may be another name's by chance
+                    if obj is not _MISSING and (inspect.isroutine(obj) or isinstance(obj, type)):
+                        self._listed.setdefault(id(obj), (obj, []))[1].append(cap)
+            self._listed.setdefault(0, (None, []))  # built (none found is still built)
+        for prefix in _prefixes(dotted)[1:]:
+            obj = stdlib_object(prefix)
+            entry = self._listed.get(id(obj)) if obj is not _MISSING else None
+            if entry is not None and entry[0] is obj:
+                return entry[1]
+        return []
 
     def rerooted(self, dotted: str) -> list[str]:
         """``dotted`` and each tail of it that starts at a listed module (``shutil.os.fork`` -> ``os.fork``)."""
@@ -223,6 +252,36 @@ class CapabilityIndex:
 
     def flagged(self, attr: str) -> Iterator[Capability]:
         return (c for c in self.caps if getattr(c, attr))
+
+
+_MISSING = object()
+#: Standard-library modules whose import does something (opens a browser, prints, starts a program, changes the
+#: terminal): never imported to resolve a name.
+_IMPORT_EFFECTS = frozenset({"this", "antigravity", "__hello__", "__phello__", "idlelib", "tkinter", "turtle",
+                             "turtledemo", "readline", "rlcompleter", "site", "sitecustomize", "usercustomize",
+                             "ensurepip", "venv", "test", "lib2to3", "pydoc_data", "__main__"})  # fmt: skip
+
+
+@lru_cache(maxsize=4096)
+def stdlib_object(dotted: str) -> Any:
+    """The object a standard-library name (``pathlib.attrgetter``) is in this process, imported if need be
+    (never a module whose import does something, nor a ``__main__``); ``_MISSING`` where there is none."""
+    parts = dotted.split(".")
+    if parts[0] not in getattr(sys, "stdlib_module_names", ()) or _IMPORT_EFFECTS.intersection(parts):
+        return _MISSING
+    for i in range(len(parts), 0, -1):
+        name = ".".join(parts[:i])
+        try:
+            obj = sys.modules.get(name) or importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - not a module: a shorter prefix may be
+            continue
+        try:
+            for attr in parts[i:]:
+                obj = getattr(obj, attr)
+        except Exception:  # noqa: BLE001 - no such attribute (or one that raises): nothing to compare
+            return _MISSING
+        return obj
+    return _MISSING
 
 
 def _prefixes(dotted: str) -> list[str]:
@@ -457,6 +516,9 @@ class CapabilityFinder(ast.NodeVisitor):
         module = self.aliases.get(node.id, "")
         if module and not (isinstance(parent, ast.Attribute) and parent.value is node):
             self.add(node, self.index.module(module), node.id)  # a refused module used as a value
+        if (module and isinstance(node.ctx, ast.Load) and self.wrapper(module) is not None
+                and not (isinstance(parent, ast.Call) and parent.func is node)):  # fmt: skip
+            self.add(node, self.index.flagged("dynamic_attributes"), f"{module} used as a value")
         if (
             isinstance(node.ctx, ast.Load)
             and module.split(".")[-1] in self.index.sensitive
@@ -512,6 +574,10 @@ class CapabilityFinder(ast.NodeVisitor):
         parent = getattr(node, "_sparring_parent", None)
         if not (isinstance(parent, ast.Attribute) and parent.value is node):  # the whole chain, once
             dotted = self.dotted(node)
+            if dotted is not None and self.wrapper(dotted) is not None and not (
+                isinstance(parent, ast.Call) and parent.func is node
+            ):
+                self.add(node, self.index.flagged("dynamic_attributes"), f"{dotted} used as a value")
             if dotted is not None:
                 caps = list(self.index.attribute(dotted))
                 if dotted in _WRITE_ONLY and isinstance(parent, ast.Subscript) and not isinstance(parent.ctx, ast.Load):
@@ -574,18 +640,35 @@ class CapabilityFinder(ast.NodeVisitor):
             else:
                 self.attribute_name(node, name.value, f"{node.func.attr} ")
         self.logging_template(node)
-        if (
-            isinstance(node.func, ast.Attribute)
-            and node.func.attr in _ARGV_PARSERS
-            and not node.args
-            and not any(k.arg in ("args", None) for k in node.keywords)
-        ):  # `parser.parse_args()` parses sys.argv[1:]
-            self.add(node, (c for c in self.index.caps if "sys.argv" in c.attributes), f"{node.func.attr}() of argv")
+        if isinstance(node.func, ast.Attribute) and node.func.attr in _ARGV_PARSERS:
+            given = node.args[:1] + [k.value for k in node.keywords if k.arg == "args"]
+            if not (given and isinstance(given[0], ast.List | ast.Tuple | ast.ListComp)):
+                # `parser.parse_args()` (or of None, or of a value the check cannot see) parses sys.argv[1:]
+                self.add(node, (c for c in self.index.caps if "sys.argv" in c.attributes),
+                         f"{node.func.attr}() of argv")  # fmt: skip
+        limit = self.wrapper(self.dotted(node.func))
+        if limit is not None and (
+            len(node.args) > limit
+            or any(isinstance(a, ast.Starred) for a in node.args)
+            or any(k.arg in ("assigned", "updated", None) for k in node.keywords)
+        ):  # the attribute names they copy, given as data, are reads and writes by name
+            self.add(node, self.index.flagged("dynamic_attributes"), "a wrapper copying attributes named as data")
         opener = self.builtin(node.func, ("open",)) or self.dotted(node.func)
         first = node.args[0] if node.args else None
         if opener in _OPENERS and isinstance(first, ast.Constant) and isinstance(first.value, int):
             self.add(node, self.index.flagged("open_fd"), f"{opener} on descriptor {first.value}")
         self.generic_visit(node)
+
+    def wrapper(self, dotted: str | None) -> int | None:
+        """How many positional arguments ``dotted`` takes before its attribute names, where it is functools'
+        ``update_wrapper`` or ``wraps`` (under any module's name); None for anything else."""
+        if dotted is None:
+            return None
+        obj = stdlib_object(dotted) if dotted not in _WRAPPERS else _MISSING
+        for name, limit in _WRAPPERS.items():
+            if dotted == name or (obj is not _MISSING and obj is stdlib_object(name)):
+                return limit
+        return None
 
     def logging_template(self, node: ast.Call) -> None:
         """A logging format of ``style="{"`` (``Formatter``, ``basicConfig``, ``StrFormatStyle``): logging fills
@@ -676,14 +759,19 @@ class CapabilityFinder(ast.NodeVisitor):
                 child._sparring_parent = node  # type: ignore[attr-defined]
 
     def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, str) and self.oracle is not None and self.oracle.pattern is not None:
-            named = self.oracle.pattern.search(node.value)
+        if isinstance(node.value, str):
+            self.check_string(node, node.value)
+
+    def check_string(self, node: ast.AST, text: str) -> None:
+        """A string of the source: as a template's fields, and against the oracle's and each capability's
+        string patterns."""
+        if self.oracle is not None and self.oracle.pattern is not None:
+            named = self.oracle.pattern.search(text)
             if named:
                 self.add(node, [ORACLE], f"a string naming the oracle test file {named.group(1)}")
-        if isinstance(node.value, str):
-            self.format_fields(node, node.value)
-            for cap in self.index.caps:
-                for pattern in cap.strings:
-                    if pattern.search(node.value):
-                        self.add(node, [cap], f"string matching {pattern.pattern!r}")
-                        break
+        self.format_fields(node, text)
+        for cap in self.index.caps:
+            for pattern in cap.strings:
+                if pattern.search(text):
+                    self.add(node, [cap], f"string matching {pattern.pattern!r}")
+                    break

@@ -1270,6 +1270,18 @@ def test_code_near_the_oracle_tests_is_allowed() -> None:
         ("from wsgiref.handlers import read_environ\n", "import wsgiref.handlers (runner_state)"),
         ("import argparse\nx = argparse.ArgumentParser().parse_known_args()\n", "parse_known_args() of argv"),
         ("import os.path\nx = os.path.expandvars('$HOME')\n", "os.path.expandvars (runner_state)"),
+        # a second review of the rule (each read one of them in a plain process, past the check)
+        (
+            "import functools\ndef f(c, o, n):\n    return functools.update_wrapper(c, o, assigned=(n,), updated=())\n",
+            "a wrapper copying attributes named as data",
+        ),
+        ("import contextlib\ndef f(o, n):\n    return contextlib.wraps(o, (n,))\n", "a wrapper copying attributes"),
+        ("import functools\nw = functools.partial(functools.update_wrapper)\n", "update_wrapper used as a value"),
+        ("import pathlib, collections\nx = pathlib.attrgetter('_sys.argv')(collections)\n", "pathlib.attrgetter"),
+        ("import argparse\nx = argparse.ArgumentParser().parse_known_args(None)\n", "parse_known_args() of argv"),
+        ("import argparse\nx = argparse.ArgumentParser().prog\n", ".prog (runner_state)"),
+        ("import locale\nx = locale.getdefaultlocale(envvars=('HOME',))\n", "locale.getdefaultlocale"),
+        ("from test.support import os_helper\n", "import test.support (dynamic_code)"),
     ],
 )
 def test_the_ast_check_refuses_the_new_constructs(source: str, refused: str) -> None:
@@ -1295,6 +1307,8 @@ def test_ordinary_code_near_the_new_constructs_is_allowed() -> None:
         "import threading\nclass W:\n    def start(self, code):\n        self._thread = threading.Thread()\n"
         "        self._code, self._trace, self.format = code, False, str\n        return self._thread.start()\n",
         "import argparse\nx = argparse.ArgumentParser().parse_args(['-v'])\n",
+        "import functools\ndef deco(f):\n    @functools.wraps(f)\n    def g(*a):\n        return f(*a)\n    return g\n",
+        "from functools import wraps\ndef deco(f):\n    return wraps(f)(lambda: 1)\n",
     ):
         assert added_uses("pkg/m.py", source.encode(), None, [], CAPS) == [], source
 
