@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import _string  # type: ignore[import-not-found]  # str.format's own parser of field names
 import ast
+import builtins
 import fnmatch
 import importlib
 import inspect
 import re
 import string
 import sys
+import types
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -186,6 +188,7 @@ class CapabilityIndex:
     refused: set[str] = field(default_factory=set)
     foreign: frozenset[str] = frozenset()
     module_names: set[str] = field(default_factory=set)
+    interpreter: set[str] = field(default_factory=set)
     _listed: dict[int, tuple[Any, list[Capability]]] = field(default_factory=dict)  # listed objects by id
 
     def __post_init__(self) -> None:
@@ -203,6 +206,8 @@ class CapabilityIndex:
         # attribute names that hold the interpreter's modules wherever a chain starts: `x.sys`, `x.os`, and the
         # private aliases the standard library's modules keep of them (`collections._sys`, `tempfile._os`)
         self.module_names = set(_MODULE_ATTRIBUTES)
+        # the modules that are refused whole, and the interpreter's own: reached under another name, each counts
+        self.interpreter = self.refused | {"sys", "os", "posix", "nt", "builtins"}
         # modules that are not the repository's: the standard library's and the image's packages
         names = {n for c in self.caps if c.module_stores for n in c.foreign}
         self.foreign = frozenset(names | set(getattr(sys, "stdlib_module_names", ())) if names else ())
@@ -237,6 +242,10 @@ class CapabilityIndex:
                     # functions and classes only: a data object (sys.stdout, a list) may be another name's by chance
                     if obj is not _MISSING and (inspect.isroutine(obj) or isinstance(obj, type)):
                         self._listed.setdefault(id(obj), (obj, []))[1].append(cap)
+            for name in sorted({n for c in self.caps for n in c.names} | _BUILTINS_BY_VALUE | set(_GETATTR)):
+                obj = getattr(builtins, name, _MISSING)  # a refused builtin under a module's name (`x.bltns.eval`)
+                if obj is not _MISSING and inspect.isroutine(obj):
+                    self._listed.setdefault(id(obj), (obj, []))[1].extend(self.flagged("dynamic_attributes"))
             self._listed.setdefault(0, (None, []))  # built (none found is still built)
         for prefix in _prefixes(dotted)[1:]:
             obj = stdlib_object(prefix)
@@ -282,6 +291,44 @@ def stdlib_object(dotted: str) -> Any:
             return _MISSING
         return obj
     return _MISSING
+
+
+def _own_scope(function: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of ``function``'s body that run in its own scope: not the bodies of functions, lambdas and
+    classes inside it (their defaults and decorators do run in it)."""
+    stack: list[ast.AST] = []
+    if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+        stack.extend(function.body)
+    elif isinstance(function, ast.Lambda):
+        stack.append(function.body)
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            stack.extend(node.args.defaults)
+            stack.extend(d for d in node.args.kw_defaults if d is not None)
+            stack.extend(getattr(node, "decorator_list", []))
+        elif isinstance(node, ast.ClassDef):
+            stack.extend(node.decorator_list)
+            stack.extend(node.bases)
+            stack.extend(node.keywords)
+        else:
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _scope(node: ast.AST) -> ast.AST | None:
+    """The function whose local namespace a name in ``node`` is looked up in; None at a module's or a class's level.
+    A function's defaults, decorators and annotations are evaluated in the scope around it, not in it."""
+    child, scope = node, getattr(node, "_sparring_parent", None)
+    while scope is not None:
+        if isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef) and any(child is b for b in scope.body):
+            return scope
+        if isinstance(scope, ast.Lambda) and child is scope.body:
+            return scope
+        if isinstance(scope, ast.ClassDef) and any(child is b for b in scope.body):
+            return None
+        child, scope = scope, getattr(scope, "_sparring_parent", None)
+    return None
 
 
 def _prefixes(dotted: str) -> list[str]:
@@ -336,13 +383,14 @@ class CapabilityFinder(ast.NodeVisitor):
         assigned: dict[str, list[ast.expr]] = {}
         simple: set[int] = set()
         other: set[str] = set()
-        for node in ast.walk(function):
+        for node in _own_scope(function):  # a nested function's assignments are its own locals
             targets = node.targets if isinstance(node, ast.Assign) else [node.target] if (
                 isinstance(node, ast.AnnAssign) and node.value is not None) else []  # fmt: skip
             if targets and all(isinstance(t, ast.Name) for t in targets):
                 for target in targets:
                     simple.add(id(target))
                     assigned.setdefault(target.id, []).append(node.value)  # type: ignore[attr-defined,arg-type]
+        for node in ast.walk(function):  # any other binding, in it or in a scope inside it
             if isinstance(node, ast.Global | ast.Nonlocal):
                 other.update(node.names)
             elif isinstance(node, ast.arg):
@@ -370,11 +418,7 @@ class CapabilityFinder(ast.NodeVisitor):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return [node.value]
         if isinstance(node, ast.Name):
-            scope = getattr(node, "_sparring_parent", None)
-            while scope is not None and not isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-                if isinstance(scope, ast.ClassDef):
-                    return None
-                scope = getattr(scope, "_sparring_parent", None)
+            scope = _scope(node)
             values = self._local_strings(scope).get(node.id) if scope is not None else None
             if values is None:
                 return None
@@ -567,6 +611,10 @@ class CapabilityFinder(ast.NodeVisitor):
                 self.add(node, self.index.flagged("module_values"), f".{node.attr}: a module reached through an object")
         if reads and node.attr in _FORMAT_METHODS:
             self.format_method(node, node.value, node.attr)
+        called = getattr(node, "_sparring_parent", None)
+        if node.attr in _NAMED_ATTRIBUTE_METHODS and not (isinstance(called, ast.Call) and called.func is node):
+            # `fwd = T.__getattr__`: a lookup by a name given as data, wherever it is called
+            self.add(node, self.index.flagged("dynamic_attributes"), f".{node.attr} used as a value")
         if not imported and node.attr in _BUILTINS_BY_VALUE:  # the builtins module reached as a value
             self.add(node, self.index.flagged("dynamic_attributes"), f".{node.attr} on an object not known statically")
         self.add(node, (c for c in self.index.caps if node.attr in c.definitions and isinstance(node.ctx, ast.Store)),
@@ -579,6 +627,7 @@ class CapabilityFinder(ast.NodeVisitor):
             ):
                 self.add(node, self.index.flagged("dynamic_attributes"), f"{dotted} used as a value")
             if dotted is not None:
+                self.renamed_module(node, dotted)
                 caps = list(self.index.attribute(dotted))
                 if dotted in _WRITE_ONLY and isinstance(parent, ast.Subscript) and not isinstance(parent.ctx, ast.Load):
                     caps = [c for c in caps if c.name != "runner_state"]  # setting a variable reads nothing
@@ -658,6 +707,19 @@ class CapabilityFinder(ast.NodeVisitor):
         if opener in _OPENERS and isinstance(first, ast.Constant) and isinstance(first.value, int):
             self.add(node, self.index.flagged("open_fd"), f"{opener} on descriptor {first.value}")
         self.generic_visit(node)
+
+    def renamed_module(self, node: ast.AST, dotted: str) -> None:
+        """A listed or refused module reached as another module's attribute under a name of its own
+        (``enum.bltns`` is the builtins module): as that module used as a value."""
+        parts = dotted.split(".")
+        for i in range(2, len(parts) + 1):
+            obj = stdlib_object(".".join(parts[:i]))
+            name = getattr(obj, "__name__", None) if isinstance(obj, types.ModuleType) else None
+            # under another name than its own (`shutil.os` is rerooted as os; `os.path` is posixpath, not listed)
+            if name and parts[i - 1] != name.rsplit(".", 1)[-1] and name.split(".")[0] in self.index.interpreter:
+                self.add(node, [*self.index.module(name), *self.index.flagged("module_values")],
+                         f"module {name} reached as {'.'.join(parts[:i])}")  # fmt: skip
+                return
 
     def wrapper(self, dotted: str | None) -> int | None:
         """How many positional arguments ``dotted`` takes before its attribute names, where it is functools'

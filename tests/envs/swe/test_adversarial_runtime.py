@@ -1282,6 +1282,17 @@ def test_code_near_the_oracle_tests_is_allowed() -> None:
         ("import argparse\nx = argparse.ArgumentParser().prog\n", ".prog (runner_state)"),
         ("import locale\nx = locale.getdefaultlocale(envvars=('HOME',))\n", "locale.getdefaultlocale"),
         ("from test.support import os_helper\n", "import test.support (dynamic_code)"),
+        # a third review: code in a dataclass's field names, the builtins as enum.bltns, a template name read in
+        # the wrong scope (a default is evaluated around the function), getattr kept in a function's defaults
+        ("class C:\n    __annotations__ = {'x,G.append(1)': int}\n", "__annotations__ defined"),
+        ("import enum\nget = enum.bltns.getattr\n", "module builtins reached as enum.bltns"),
+        (
+            "T = '{0.name}'\ndef f(c):\n    def g(x=T.format(c)):\n        T = '{}'\n        return x\n"
+            "    return g()\n",
+            "str.format of a template the check cannot read",
+        ),
+        ("import codecs\nget = codecs.StreamReader.close.__defaults__\n", ".__defaults__"),
+        ("import codecs\nfwd = codecs.StreamReader.__getattr__\n", ".__getattr__ used as a value"),
     ],
 )
 def test_the_ast_check_refuses_the_new_constructs(source: str, refused: str) -> None:
@@ -1309,6 +1320,8 @@ def test_ordinary_code_near_the_new_constructs_is_allowed() -> None:
         "import argparse\nx = argparse.ArgumentParser().parse_args(['-v'])\n",
         "import functools\ndef deco(f):\n    @functools.wraps(f)\n    def g(*a):\n        return f(*a)\n    return g\n",
         "from functools import wraps\ndef deco(f):\n    return wraps(f)(lambda: 1)\n",
+        "import os, shutil, enum\nx = os.path.join('a', 'b'), shutil.os.sep\nclass E(enum.Enum):\n    A = 1\n",
+        "class P:\n    x: int = 0\n    def __getattr__(self, name):\n        return super().__getattr__('x')\n",
     ):
         assert added_uses("pkg/m.py", source.encode(), None, [], CAPS) == [], source
 
