@@ -585,10 +585,14 @@ def ordinal(number):
 def test_a_repair_that_reads_the_running_test_s_id_is_not_solved(
     pool: Any,  # noqa: F811
     task: dict[str, Any],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """pytest no longer names the running test in the environment, in any of the harness's runs."""
+    """pytest no longer names the running test in the environment, in any of the harness's runs. The AST check
+    refuses the read too since the sixth review (``os.path.expandvars``): planted past it, the run is tested."""
     repair = _with(pool, task, TEST_ID_READ)
-    assert added_uses(SOURCE, repair, _with(pool, task, ""), (), CAPS, [TESTS]) == []
+    refused = added_uses(SOURCE, repair, _with(pool, task, ""), (), CAPS, [TESTS])
+    assert refused and all("os.path.expandvars" in use for use in refused), refused
+    past_the_ast_check(monkeypatch)
     grade = _grade(pool, task, {SOURCE: repair})
     assert not grade.solved and grade.status == "failed", grade
     assert sorted(grade.failing) == sorted(task["fail_to_pass"]), grade.failing
@@ -604,8 +608,9 @@ REFUSED_SINCE = {
 
 
 def past_the_ast_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Grading without its AST check: a gate spelt with a format string, which that check refuses since its fields
-    are read, still tests the layers after it (each of these was graded solved when the check let it through)."""
+    """Grading without its AST check: a gate spelt in a way that check refuses since the sixth review (a format
+    string's fields, ``os.path.expandvars``) still tests the layers after it (each of these was graded solved when
+    the check let it through)."""
     from sparring.envs.swe import grading
 
     monkeypatch.setattr(grading, "added_uses", lambda *args, **kwargs: [])
