@@ -15,7 +15,7 @@ import pytest
 
 from sparring import SparringError
 from sparring.agents.generation import SamplingParams
-from tests.agents.vllm_fixtures import assert_same_greedy, chat_prompts, require_vllm
+from tests.agents.vllm_fixtures import assert_an_update_reaches, chat_prompts, require_vllm
 from tests.training.conftest import tiny_vllm_model
 
 pytestmark = [pytest.mark.slow, pytest.mark.model]
@@ -63,31 +63,16 @@ def test_on_cuda_the_engine_frees_its_memory_asleep_and_samples_the_pushed_weigh
 
     hf, engine = cuda_engines
     assert engine._sleeps
-    before = assert_same_greedy(hf, engine)
-    awake = _in_use()
-    total = torch.cuda.mem_get_info()[1]
-    saved = {n: p.detach().clone() for n, p in hf.model.named_parameters()}
-    engine.sleep()
-    asleep = _in_use()
-    assert awake - asleep > 0.8 * SHARE * total - 2 * 2**30  # the KV cache and the weights went back to the GPU
-    with pytest.raises(SparringError, match=r"^the vllm engine slept through an update"):
-        engine.generate(chat_prompts(hf.tokenizer), SamplingParams(temperature=0.0, max_new_tokens=2))
-    try:
-        with torch.no_grad():  # the update: the tied embedding (the output layer too) and one MLP
-            hf.model.get_input_embeddings().weight.mul_(0.5)
-            hf.model.model.layers[0].mlp.down_proj.weight.zero_()
-        hf.update_weights()
+    awake, total = _in_use(), torch.cuda.mem_get_info()[1]
+
+    def sleep() -> None:
+        engine.sleep()
+        assert awake - _in_use() > 0.8 * SHARE * total - 2 * 2**30  # the KV cache and the weights went back
+        with pytest.raises(SparringError, match=r"^the vllm engine slept through an update"):
+            engine.generate(chat_prompts(hf.tokenizer), SamplingParams(temperature=0.0, max_new_tokens=2))
         engine.wake_up()
-        version = engine.weights_version
-        assert engine.update_weights() == version + 1
+
+    def memory_back() -> None:
         assert abs(_in_use() - awake) < 0.05 * awake  # all of the engine's memory is back
-        after = assert_same_greedy(hf, engine)  # the pushed weights, not the ones before the sleep
-        assert after != before
-    finally:
-        with torch.no_grad():
-            for n, p in hf.model.named_parameters():
-                p.copy_(saved[n])
-        hf.update_weights()
-        engine.update_weights()
-    restored = assert_same_greedy(hf, engine)
-    assert [x for row in restored for x in row] == pytest.approx([x for row in before for x in row], abs=1e-6)
+
+    assert_an_update_reaches(hf, engine, before_change=sleep, after_push=memory_back)

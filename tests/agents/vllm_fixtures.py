@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -103,21 +103,32 @@ def assert_same_greedy(hf: Any, vllm: Any) -> list[list[float]]:
     return [g.logprobs for g in vllm.generate(prompts, greedy)]
 
 
-def assert_an_update_reaches(hf: Any, engine: Any) -> None:
+def assert_an_update_reaches(
+    hf: Any,
+    engine: Any,
+    *,
+    before_change: Callable[[], None] | None = None,
+    after_push: Callable[[], None] | None = None,
+) -> None:
     """Change ``hf``'s weights (the tied embedding, one MLP), push them: ``engine``'s next greedy turns equal
     the HF backend's on the new weights (no stale copy, no stale prefix cache); the old weights pushed back
-    bring the old logprobs back."""
+    bring the old logprobs back. ``before_change`` runs before the change (the engine's sleep, as the trainer
+    calls it before an update), ``after_push`` after the push."""
     import torch
 
     before = assert_same_greedy(hf, engine)
     saved = {n: p.detach().clone() for n, p in hf.model.named_parameters()}
     version = engine.weights_version
     try:
+        if before_change is not None:
+            before_change()
         with torch.no_grad():  # the embedding is tied to the output layer: the engine must follow both
             hf.model.get_input_embeddings().weight.mul_(0.5)
             hf.model.model.layers[0].mlp.down_proj.weight.zero_()
         hf.update_weights()
         assert engine.update_weights() == version + 1
+        if after_push is not None:
+            after_push()
         assert assert_same_greedy(hf, engine) != before
     finally:
         with torch.no_grad():
