@@ -150,7 +150,8 @@ _WRITE_ONLY = frozenset({"os.environ", "os.environb"})
 _NAMED_ATTRIBUTE_METHODS = ("__setattr__", "__delattr__", "__getattribute__", "__getattr__")
 #: str's methods that look up each field of their template (``{0.a.b[c]}``) on their arguments, by name.
 _FORMAT_METHODS = frozenset({"format", "format_map"})
-#: Attribute names under which the standard library's modules keep the interpreter's own modules.
+#: Attribute names under which the standard library's modules keep the interpreter's own modules (`x.sys`,
+#: `collections._sys`, `tempfile._os`): wherever a chain starts, each reads that module.
 _MODULE_ATTRIBUTES = frozenset({"sys", "_sys", "os", "_os", "posix", "_posix", "builtins", "_builtins", "gc", "_gc",
                                 "_io", "_imp", "importlib", "_importlib", "_bootstrap", "_frozen_importlib",
                                 "_operator"})  # fmt: skip
@@ -187,9 +188,7 @@ class CapabilityIndex:
     sensitive: set[str] = field(default_factory=set)
     refused: set[str] = field(default_factory=set)
     foreign: frozenset[str] = frozenset()
-    module_names: set[str] = field(default_factory=set)
     interpreter: set[str] = field(default_factory=set)
-    _listed: dict[int, tuple[Any, list[Capability]]] = field(default_factory=dict)  # listed objects by id
 
     def __post_init__(self) -> None:
         # modules whose attributes are listed: reached as a value or re-rooted inside a chain
@@ -203,9 +202,6 @@ class CapabilityIndex:
             for a in c.attributes
             if "*" not in a and "." in a and (a.split(".")[0] == "sys" or a.rsplit(".", 1)[1].startswith("_"))
         } - _COMMON_TAILS
-        # attribute names that hold the interpreter's modules wherever a chain starts: `x.sys`, `x.os`, and the
-        # private aliases the standard library's modules keep of them (`collections._sys`, `tempfile._os`)
-        self.module_names = set(_MODULE_ATTRIBUTES)
         # the modules that are refused whole, and the interpreter's own: reached under another name, each counts
         self.interpreter = self.refused | {"sys", "os", "posix", "nt", "builtins"}
         # modules that are not the repository's: the standard library's and the image's packages
@@ -235,21 +231,10 @@ class CapabilityIndex:
     def same_object(self, dotted: str) -> list[Capability]:
         """The capabilities whose listed attribute is the very object a standard-library name ``dotted`` (or a
         prefix of it) is: a module that imported a listed function keeps it under its own name."""
-        if not self._listed:
-            for cap in self.caps:
-                for listed in cap.attributes:
-                    obj = stdlib_object(listed) if "*" not in listed else _MISSING
-                    # functions and classes only: a data object (sys.stdout, a list) may be another name's by chance
-                    if obj is not _MISSING and (inspect.isroutine(obj) or isinstance(obj, type)):
-                        self._listed.setdefault(id(obj), (obj, []))[1].append(cap)
-            for name in sorted({n for c in self.caps for n in c.names} | _BUILTINS_BY_VALUE | set(_GETATTR)):
-                obj = getattr(builtins, name, _MISSING)  # a refused builtin under a module's name (`x.bltns.eval`)
-                if obj is not _MISSING and inspect.isroutine(obj):
-                    self._listed.setdefault(id(obj), (obj, []))[1].extend(self.flagged("dynamic_attributes"))
-            self._listed.setdefault(0, (None, []))  # built (none found is still built)
+        listed = _listed_objects(tuple(self.caps))
         for prefix in _prefixes(dotted)[1:]:
             obj = stdlib_object(prefix)
-            entry = self._listed.get(id(obj)) if obj is not _MISSING else None
+            entry = listed.get(id(obj)) if obj is not _MISSING else None
             if entry is not None and entry[0] is obj:
                 return entry[1]
         return []
@@ -291,6 +276,25 @@ def stdlib_object(dotted: str) -> Any:
             return _MISSING
         return obj
     return _MISSING
+
+
+@lru_cache(maxsize=16)
+def _listed_objects(caps: tuple[Capability, ...]) -> dict[int, tuple[Any, list[Capability]]]:
+    """The listed functions and classes of ``caps``, and the refused builtins, by identity: what each is listed
+    by. Built once per list of capabilities (every file a repair changes is checked against the same list)."""
+    listed: dict[int, tuple[Any, list[Capability]]] = {}
+    for cap in caps:
+        for name in cap.attributes:
+            obj = stdlib_object(name) if "*" not in name else _MISSING
+            # functions and classes only: a data object (sys.stdout, a list) may be another name's by chance
+            if obj is not _MISSING and (inspect.isroutine(obj) or isinstance(obj, type)):
+                listed.setdefault(id(obj), (obj, []))[1].append(cap)
+    dynamic = [c for c in caps if c.dynamic_attributes]
+    for name in sorted({n for c in caps for n in c.names} | _BUILTINS_BY_VALUE | set(_GETATTR)):
+        obj = getattr(builtins, name, _MISSING)  # a refused builtin under a module's name (`x.bltns.eval`)
+        if obj is not _MISSING and inspect.isroutine(obj):
+            listed.setdefault(id(obj), (obj, []))[1].extend(dynamic)
+    return listed
 
 
 def _own_scope(function: ast.AST) -> Iterator[ast.AST]:
@@ -583,7 +587,7 @@ class CapabilityFinder(ast.NodeVisitor):
         variable; a format field): refused by name, and where the name is that of a listed module (``sys``,
         ``os``, or a module's private alias of one, ``collections._sys``), as that module used as a value."""
         self.attribute_name(node, attr, how)
-        if attr in self.index.module_names:
+        if attr in _MODULE_ATTRIBUTES:
             self.add(node, self.index.flagged("module_values"), f"{how}{attr}: a module reached through an object")
 
     def visit_MatchClass(self, node: ast.MatchClass) -> None:
@@ -607,7 +611,7 @@ class CapabilityFinder(ast.NodeVisitor):
             self.attribute_name(node, node.attr, ".")
         reads = isinstance(node.ctx, ast.Load)
         if reads and not imported and not (isinstance(root_node, ast.Call) and self.constant_getattr(root_node)):
-            if node.attr in self.index.module_names:
+            if node.attr in _MODULE_ATTRIBUTES:
                 self.add(node, self.index.flagged("module_values"), f".{node.attr}: a module reached through an object")
         if reads and node.attr in _FORMAT_METHODS:
             self.format_method(node, node.value, node.attr)
@@ -622,8 +626,10 @@ class CapabilityFinder(ast.NodeVisitor):
         parent = getattr(node, "_sparring_parent", None)
         if not (isinstance(parent, ast.Attribute) and parent.value is node):  # the whole chain, once
             dotted = self.dotted(node)
-            if dotted is not None and self.wrapper(dotted) is not None and not (
-                isinstance(parent, ast.Call) and parent.func is node
+            if (
+                dotted is not None
+                and self.wrapper(dotted) is not None
+                and not (isinstance(parent, ast.Call) and parent.func is node)
             ):
                 self.add(node, self.index.flagged("dynamic_attributes"), f"{dotted} used as a value")
             if dotted is not None:
@@ -821,12 +827,11 @@ class CapabilityFinder(ast.NodeVisitor):
                 child._sparring_parent = node  # type: ignore[attr-defined]
 
     def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, str):
-            self.check_string(node, node.value)
-
-    def check_string(self, node: ast.AST, text: str) -> None:
         """A string of the source: as a template's fields, and against the oracle's and each capability's
         string patterns."""
+        if not isinstance(node.value, str):
+            return
+        text = node.value
         if self.oracle is not None and self.oracle.pattern is not None:
             named = self.oracle.pattern.search(text)
             if named:
