@@ -176,7 +176,7 @@ class TrainConfig:
     """Play the next game-iteration's episodes while this one's update runs (a worker thread updates, the main thread
     plays with the weights of before that update): each update then trains on episodes one weights version old,
     corrected by the truncated importance weight (``tis_cap``). The hf backend samples from a copy of the weights of
-    its own then. One process only."""
+    its own then. Several ranks each overlap their own update and play (docs/training.md)."""
     max_staleness: int = 1
     """The most weights versions an episode may lag the weights its update steps; older episodes' groups are dropped
     (counted as ``GAME/update/stale_dropped``). ``async_rollouts`` needs at least 1 (its episodes are 1 version old)."""

@@ -11,9 +11,11 @@ importance weight ``min(π_old/μ, tis_cap)`` corrects (decoupled PPO: the clip 
 own logprobs before the step, :mod:`sparring.training.loss`). ``max_staleness`` is checked on every
 episode's recorded ``weights_version`` before its update (:func:`fresh_enough`).
 
-What stays on the main thread: every env, container and generator call, the metrics and checkpoints. The
-worker runs the update alone and draws its mini-batches from a generator seeded from the trainer's stream
-before it starts, so a run draws the same numbers whatever the two threads' timing.
+What stays on the main thread: every env, container and generator call, the metrics, the checkpoints and the
+weight push after both are done. The worker runs the update alone and draws its mini-batches from a generator
+seeded from the trainer's stream before it starts, so a run draws the same numbers whatever the two threads'
+timing. On several ranks every collective of the update runs in the ranks' workers and a play meets no other
+rank, so the ranks' collectives keep one order whatever their plays take.
 
 A checkpoint is written after an iteration's last update, by which time the next iteration's first unit has
 been played; a resumed run plays that unit again from the checkpoint's weights (it is not in the checkpoint,

@@ -103,11 +103,6 @@ class Trainer:
         self.policy_model: Any  # the HF model (sharded under fsdp), whichever wrapper ``self.model`` is
         self.sampled_model: Any  # the model the generator was built on: the policy, or a copy it samples from
         sharded = config.distributed == "fsdp" and self.accelerator.num_processes > 1
-        if config.async_rollouts and self.accelerator.num_processes > 1:
-            raise SparringError(
-                "async_rollouts=true runs on one process only (its overlapped update and play are not tested across "
-                "ranks); launch one process or set async_rollouts=false."
-            )
         # The HF generator samples from a copy of its own where it must not see the trainer's weights: sharded
         # ones, or ones a concurrent update is changing (async_rollouts); sync_generator pushes them.
         self.generator_copy = config.backend == "hf" and (sharded or config.async_rollouts)

@@ -299,6 +299,71 @@ def placement(trainer: Trainer, rank: int) -> dict[str, Any]:
     }
 
 
+def async_run(trainer: Trainer, rank: int) -> dict[str, Any]:
+    """``sparring train``'s loop with ``async_rollouts`` on real search envs: each rank plays its own tasks (its own
+    random stream), so the ranks' plays differ in episodes, tokens and time while their updates meet in the
+    collectives, each update in the worker thread beside the rank's next play."""
+    import dataclasses
+    import threading
+    import time
+
+    from sparring.training.run import run_training
+
+    updates: list[dict[str, Any]] = []
+    plays: list[tuple[float, float]] = []
+    real_update, real_play = trainer.update, trainer.play
+
+    def update(rollouts: list[Rollout], *args: Any) -> Any:
+        # The tiny model answers nothing right: a reward from each episode's own last token gives its groups a
+        # spread, so every update moves the weights, by gradients that differ per rank.
+        rollouts = [
+            dataclasses.replace(r, reward=float(r.episode.token_ids[-1] % 2)) if r.episode.token_ids else r
+            for r in rollouts
+            if not r.masked
+        ] + [r for r in rollouts if r.masked]
+        start = time.perf_counter()
+        versions = [r.episode.weights_version for r in rollouts]
+        generator = trainer.generator.weights_version
+        result = real_update(rollouts, *args)
+        updates.append({
+            "main_thread": threading.current_thread() is threading.main_thread(),
+            "generator": generator, "episodes": versions, "tokens": sum(len(r.episode.token_ids) for r in rollouts),
+            "span": (start, time.perf_counter()),
+        })  # fmt: skip
+        return result
+
+    def play(game: str, iteration: int | None = None) -> Any:
+        start = time.perf_counter()
+        result = real_play(game, iteration)
+        if iteration is not None:  # a real play (the pipeline's take of a unit played ahead passes no iteration)
+            plays.append((start, time.perf_counter()))
+        return result
+
+    trainer.update, trainer.play = update, play  # type: ignore[method-assign]
+    before = _checksum(trainer)
+    summary = run_training(trainer.config, trainer=trainer)
+    overlapped = [any(s < u["span"][1] and u["span"][0] < e for s, e in plays) for u in updates]
+    from sparring.training.fsdp import full_state_dict, is_sharded
+
+    policy = trainer.policy_model
+    whole = full_state_dict(policy) if is_sharded(policy) else policy.state_dict()
+    vllm = trainer.config.backend == "vllm"
+    sampled = {} if vllm else dict(trainer.sampled_model.state_dict())
+    prompt = trainer.tokenizer.encode(f"Rank {rank} asks a question of its own.")
+    return {
+        "iterations": summary["iterations"],
+        "moved": _checksum(trainer) != before,
+        "updates": [{k: v for k, v in u.items() if k != "span"} for u in updates],
+        "overlapped": overlapped,
+        "version": trainer.generator.weights_version,
+        "whole_checksum": float(sum(t.double().sum() for t in whole.values())),
+        # the HF backend's copy holds the policy's weights; vLLM's engine samples them (one policy forward: fsdp's
+        # collective, on every rank)
+        "generator_is_policy": vllm or all(torch.equal(sampled[k], v.to(sampled[k].device)) for k, v in whole.items()),
+        "engine_error": _greedy_against_own_scores(trainer, prompt)[1] if vllm else 0.0,
+    }
+
+
 def smol_shaped(tokenizer: Any) -> Any:
     """SmolLM2-135M's configuration (vocabulary, width, heads, tied head) with 2 of its 30 layers, random weights."""
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -315,17 +380,25 @@ SCENARIOS = {
     f.__name__: f
     for f in (
         update, idle, keys, warm, tokens, resume, fsdp_update, fsdp_checkpoint, memory, server, colocated, placement,
+        async_run,
     )
-}  # fmt: skip
+} | {"async_vllm": async_run}  # fmt: skip
 #: A scenario's own config overrides, after the launch's (scenarios that need none share a launch with it).
 SCENARIO_OVERRIDES: dict[str, list[str]] = {
     "fsdp_update": ["warm_start_batch=8", "kl_coef=0.1", "max_grad_norm=1.0"],
+    # three iterations of the search game on the tiny model, overlapped (tests/training/test_async.py's settings)
+    "async_run": (
+        "async_rollouts=true iterations=3 warm_start=false proposals=1 search_group=2 drawn_tasks=1 search_max_turns=1 "
+        "max_new_tokens=4 drop_zero_variance=false log_episodes=0"
+    ).split(),
 }
+SCENARIO_OVERRIDES["async_vllm"] = SCENARIO_OVERRIDES["async_run"]
 #: The model a scenario trains when not the tiny one: ``(tokenizer, model folder)`` to the model.
 MODELS: dict[str, Callable[[Any, str], Any]] = {
     "memory": lambda tokenizer, _: smol_shaped(tokenizer),
     "server": lambda _, folder: AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32),  # the served one
     "colocated": lambda _, folder: AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32),  # the engine's
+    "async_vllm": lambda _, folder: AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32),
 }
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from sparring import SparringError
+from tests.conftest import default_corpus_built, require
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -119,10 +120,25 @@ def test_each_rank_resumes_its_own_random_streams(plain: dict[str, Any]) -> None
     assert all(a != b for a, b in zip(first["after_save"], second["after_save"], strict=True))
 
 
-def test_async_rollouts_on_two_ranks_stop_at_the_start_in_one_sentence(tiny_model_dir: Path, tmp_path: Path) -> None:
-    # The overlapped update's collectives beside each rank's play are untested: refused before anything runs.
-    with pytest.raises(AssertionError, match="async_rollouts=true runs on one process only"):
-        two_ranks("update", tiny_model_dir, tmp_path, "async_rollouts=true")
+@pytest.mark.parametrize("distributed", ["ddp", "fsdp"])
+def test_async_rollouts_on_two_ranks_overlap_each_update_with_the_ranks_own_next_play(
+    tiny_model_dir: Path, tmp_path: Path, distributed: str
+) -> None:
+    # Three iterations of the search game: each rank plays its own tasks while its update (collectives with the other
+    # rank's update, never with a play) runs in the worker thread; a collective met out of turn fails the run (60 s).
+    require(default_corpus_built(), "the default corpus")
+    first, second = two_ranks("async_run", tiny_model_dir, tmp_path, f"distributed={distributed}")
+    for rank in (first, second):
+        assert rank["iterations"] == 3 and rank["moved"]
+        updates = rank["updates"]
+        assert len(updates) == 3 and not any(u["main_thread"] for u in updates)
+        assert rank["overlapped"] == [True, True, False]  # the last update has no next unit to play beside it
+        for j, u in enumerate(updates):
+            assert u["generator"] == j  # every rank's generator took each update's weights before the next
+            assert set(u["episodes"]) == {max(0, j - 1)}  # fresh, then one version behind
+        assert rank["version"] == 3 and rank["generator_is_policy"]
+    assert [u["tokens"] for u in first["updates"]] != [u["tokens"] for u in second["updates"]]  # different work
+    assert first["whole_checksum"] == second["whole_checksum"]  # one policy on both ranks after the overlapped updates
 
 
 # ------------------------------------------------------------------------------- accelerate launch

@@ -135,6 +135,29 @@ def test_two_ranks_each_sample_from_their_own_colocated_engine(
         assert rank["changed"]
 
 
+def test_async_rollouts_on_two_ranks_sample_each_ranks_engine_beside_the_update(
+    smol_tokenizer: Any, tmp_path: Path
+) -> None:
+    """``async_rollouts`` with ``backend=vllm`` under torchrun (fsdp, gloo on CPU): each rank's engine samples the
+    rank's next unit in the main thread while the update's collectives run in the worker; after every update each
+    engine takes the gathered weights."""
+    from tests.conftest import default_corpus_built, require
+    from tests.training.test_ranks import two_ranks
+
+    require_vllm()
+    require(default_corpus_built(), "the default corpus")
+    folder = tiny_vllm_model(smol_tokenizer, tmp_path / "model")
+    first, second = two_ranks(
+        "async_vllm", folder, tmp_path, "backend=vllm", "vllm_dtype=float32", f"model={folder}", "distributed=fsdp"
+    )
+    for rank in (first, second):
+        assert rank["iterations"] == 3 and rank["moved"] and rank["version"] == 3
+        assert not any(u["main_thread"] for u in rank["updates"]) and rank["overlapped"] == [True, True, False]
+        assert [set(u["episodes"]) for u in rank["updates"]] == [{0}, {0}, {1}]
+        assert rank["engine_error"] < 2e-3  # the engine samples the weights of the last update
+    assert first["whole_checksum"] == second["whole_checksum"]
+
+
 def test_the_engines_start_leaves_the_processs_random_streams_as_they_were(smol_tokenizer: Any, tmp_path: Path) -> None:
     """vLLM's worker reseeds python's, numpy's and torch's generators with the engine's seed as it starts: every
     rank of a run would then draw the same numbers, whatever the run's ``seed``."""
