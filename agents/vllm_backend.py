@@ -20,6 +20,15 @@ engine runs in this process, so the generator sets ``VLLM_ENABLE_V1_MULTIPROCESS
 building it. ``llm.apply_model(m.load_weights)`` is not used: on CPU vLLM repacks linear weights
 after loading, which only ``reload_weights`` redoes.
 
+With ``tensor_parallel_size`` above 1 (several ranks of a torchrun or ``accelerate launch`` run) each engine holds
+a slice of every layer and the engines of one group of consecutive ranks run as one (vLLM's ``external_launcher``):
+every engine of a group must be handed the same requests in the same calls. So each :meth:`VLLMGenerator.generate`
+first exchanges its rank's prompts and settings with the group (:class:`EngineGroup`, a gloo group of its own, never
+the trainer's), every engine generates all of them, and each rank keeps its own. A rank whose play ended calls
+:meth:`VLLMGenerator.drain`, which joins its group's further calls with nothing until every rank of the group has
+drained. A row without a seed gets one drawn by its rank before the exchange: the engines of a group must sample
+alike, and the process's random streams differ per rank.
+
 The CPU engine's start scans every module namespace of the process (vLLM's Triton-kernel overrides,
 ``vllm.triton_utils.dispatcher._rebind_kernels``) and reads ``vars(value).get("kernel")`` of each
 value that has a ``__dict__``. A value that answers *every* attribute, ``__dict__`` included, with
@@ -32,7 +41,9 @@ for the time of the engine's start by a forwarding proxy with a real ``__dict__`
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
+import secrets
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -41,7 +52,7 @@ from typing import Any
 from sparring import SparringError
 from sparring.agents.generation import Generation, SamplingParams, row_seed, weights_to_push
 
-__all__ = ["VLLMGenerator", "vllm_available"]
+__all__ = ["EngineGroup", "VLLMGenerator", "check_group_size", "vllm_available"]
 
 #: MiB of KV cache the CPU engine reserves (``kv_cache_memory_bytes``) unless ``VLLM_CPU_KVCACHE_SPACE`` (whole
 #: GiB) says otherwise; vLLM's own default is 4 GiB. The reserve is resident from the engine's start, beside the
@@ -68,6 +79,53 @@ def _check_whole(tensors: Mapping[str, Any], policy: Any) -> None:
             f"the vllm engine dropped its weights in its sleep (level 2), so the push after it must carry all of "
             f"them: {what}; push the whole state dict (update_weights() or update_weights(full_state_dict))."
         )
+
+
+def check_group_size(size: int, world: int) -> None:
+    """Refuse engine groups of ``size`` ranks in a run of ``world`` ranks unless they divide it.
+
+    Raises:
+        SparringError: One sentence naming both numbers.
+    """
+    if world % size:
+        raise SparringError(
+            f"vllm_tensor_parallel_size={size} splits each engine across {size} ranks, but the run has {world}; launch "
+            f"a multiple of {size} processes (torchrun, accelerate launch) or set vllm_tensor_parallel_size to a "
+            f"divisor of {world}."
+        )
+
+
+class EngineGroup:
+    """The ranks whose engines run as one (``tensor_parallel_size`` consecutive ranks, as vLLM groups them).
+
+    Args:
+        size: Ranks per group; the process group's size must be a multiple of it.
+
+    Every rank of the process group must build one (each builds every group's gloo group, in the same order).
+    """
+
+    def __init__(self, size: int):
+        """Make the gloo group of every set of ``size`` consecutive ranks; keep this rank's."""
+        import torch.distributed as dist
+
+        world, rank = dist.get_world_size(), dist.get_rank()
+        check_group_size(size, world)
+        self.ranks: list[int] = []
+        self.group: Any = None
+        for start in range(0, world, size):
+            ranks = list(range(start, start + size))
+            group = dist.new_group(ranks, backend="gloo")  # objects, on any device; apart from the trainer's own
+            if rank in ranks:
+                self.ranks, self.group = ranks, group
+        self.index = self.ranks.index(rank)
+
+    def exchange(self, request: Any) -> list[Any]:
+        """Every rank's ``request`` of this round, in rank order (this rank's at :attr:`index`)."""
+        import torch.distributed as dist
+
+        gathered: list[Any] = [None] * len(self.ranks)
+        dist.all_gather_object(gathered, request, group=self.group)
+        return gathered
 
 
 def _launcher_args() -> dict[str, Any]:
@@ -107,10 +165,13 @@ class VLLMGenerator:
             runner reads: an episode whose next turn would not fit ends with ``context_limit`` instead of the engine
             refusing the prompt.
         gpu_memory_utilization: Share of GPU memory vLLM may take (leave room for a colocated trainer).
+        tensor_parallel_size: Ranks whose engines hold one copy of the weights between them (see the module
+            docstring); above 1 only in a run of several ranks (torchrun, ``accelerate launch``).
         **engine_args: Further ``vllm.LLM`` arguments.
 
     Raises:
-        SparringError: vLLM is not installed, or it refuses ``logprobs_mode``.
+        SparringError: vLLM is not installed, or it refuses ``logprobs_mode``; ``tensor_parallel_size`` does not
+            divide the run's ranks, or is above 1 in one process.
     """
 
     def __init__(
@@ -122,6 +183,7 @@ class VLLMGenerator:
         dtype: str = "bfloat16",
         max_model_len: int = 4096,
         gpu_memory_utilization: float = 0.5,
+        tensor_parallel_size: int = 1,
         **engine_args: Any,
     ):
         """Start the engine in this process."""
@@ -148,6 +210,12 @@ class VLLMGenerator:
         self.max_model_len = min(max_model_len, positions) if isinstance(positions, int) else max_model_len
         engine_args.setdefault("enforce_eager", True)  # no graph capture: startup in seconds, not minutes
         engine_args.update(_launcher_args())
+        self.group: EngineGroup | None = None
+        if tensor_parallel_size > 1:
+            if "distributed_executor_backend" not in engine_args:  # one process
+                check_group_size(tensor_parallel_size, 1)
+            self.group = EngineGroup(tensor_parallel_size)
+            engine_args["tensor_parallel_size"] = tensor_parallel_size
         # Sleep mode (weights offloaded, KV cache freed while the trainer updates) exists on CUDA only.
         self._sleeps = torch.cuda.is_available()
         self._asleep: str | None = None  # what of the engine sleeps: "all", "kv_cache" (weights woken), None
@@ -263,46 +331,83 @@ class VLLMGenerator:
             self.llm.reset_prefix_cache()
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Generation]:
-        """Continue every prompt in one ``LLM.generate`` call.
+        """Continue every prompt in one ``LLM.generate`` call (with a group: the group's prompts in one call).
 
         Raises:
             SparringError: ``top_p`` is below 1 (vLLM's logprobs would be those after truncation), or
                 the engine returned no logprobs.
         """
+        with self._lock:
+            if self.group is None:
+                return self._generate_all([([list(p) for p in prompts], sampling)])[0]
+            if sampling.seed is None and not sampling.greedy:  # the group's engines must draw alike
+                sampling = dataclasses.replace(sampling, seed=secrets.randbits(62))
+            requests = self.group.exchange(([list(p) for p in prompts], sampling))
+            return self._generate_all(requests)[self.group.index]
+
+    def drain(self) -> None:
+        """This rank's play has ended: join the group's engine calls with nothing until every rank has drained.
+
+        Every rank of a run calls this at the same points (the end of each play, of the warm start's
+        demonstrations and of a held-out evaluation); without a group it does nothing.
+        """
+        if self.group is None:
+            return
+        with self._lock:
+            while True:
+                requests = self.group.exchange(None)
+                if all(r is None for r in requests):
+                    return
+                self._generate_all(requests)
+
+    def _generate_all(self, requests: list[tuple[list[list[int]], SamplingParams] | None]) -> list[list[Generation]]:
+        """Each request's generations, all of them from one engine call (a drained rank's request is None).
+
+        The checks read every request, so every engine of a group refuses alike.
+        """
         import torch
         from vllm import SamplingParams as VSampling
         from vllm.inputs import TokensPrompt
 
-        if sampling.top_p < 1.0 and not sampling.greedy:
-            raise SparringError(
-                f"the vllm backend cannot sample with top_p={sampling.top_p}: vLLM's logprobs are then those of "
-                "the truncated distribution, not the tempered one the trainer recomputes; use top_p=1 or backend=hf."
-            )
-        params = [  # one per prompt: a shared seed would sample identical prompts identically
-            VSampling(
-                temperature=max(0.0, sampling.temperature),
-                max_tokens=sampling.max_new_tokens,
-                stop=list(sampling.stop) or None,
-                include_stop_str_in_output=True,
-                seed=row_seed(sampling.seed, i),
-                logprobs=0,
-            )
-            for i in range(len(prompts))
-        ]
-        with self._lock:
-            if self._asleep:
+        for request in requests:
+            if request is not None and request[1].top_p < 1.0 and not request[1].greedy:
                 raise SparringError(
-                    "the vllm engine slept through an update and has not had its weights back since (vLLM's sleep "
-                    "level 2 drops them): call update_weights before generating."
+                    f"the vllm backend cannot sample with top_p={request[1].top_p}: vLLM's logprobs are then those of "
+                    "the truncated distribution, not the tempered one the trainer recomputes; use top_p=1 or "
+                    "backend=hf."
                 )
-            # The CPU attention sizes each step's scheduler metadata by the calling thread's OpenMP threads, and
-            # torch resets them to its own count at the step's first parallel op: in a thread whose OpenMP default
-            # differs (threads=1 on 2 cores) the engine failed its check. Set this thread's to torch's.
-            torch.set_num_threads(torch.get_num_threads())
-            outputs = self.llm.generate(
-                [TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params, use_tqdm=False
+        if self._asleep:
+            raise SparringError(
+                "the vllm engine slept through an update and has not had its weights back since (vLLM's sleep "
+                "level 2 drops them): call update_weights before generating."
             )
-        return [_generation(out.outputs[0]) for out in outputs]
+        prompts: list[Any] = []
+        params: list[Any] = []
+        spans: list[tuple[int, int]] = []
+        for request in requests:
+            rows, sampling = request if request is not None else ([], None)
+            spans.append((len(prompts), len(prompts) + len(rows)))
+            prompts += [TokensPrompt(prompt_token_ids=row) for row in rows]
+            params += [  # one per prompt: a shared seed would sample identical prompts identically
+                VSampling(
+                    temperature=max(0.0, sampling.temperature),
+                    max_tokens=sampling.max_new_tokens,
+                    stop=list(sampling.stop) or None,
+                    include_stop_str_in_output=True,
+                    seed=row_seed(sampling.seed, i),
+                    logprobs=0,
+                )
+                for i in range(len(rows))
+                if sampling is not None
+            ]
+        if not prompts:
+            return [[] for _ in requests]
+        # The CPU attention sizes each step's scheduler metadata by the calling thread's OpenMP threads, and torch
+        # resets them to its own count at the step's first parallel op: in a thread whose OpenMP default differs
+        # (threads=1 on 2 cores) the engine failed its check. Set this thread's to torch's.
+        torch.set_num_threads(torch.get_num_threads())
+        outputs = [_generation(out.outputs[0]) for out in self.llm.generate(prompts, params, use_tqdm=False)]
+        return [outputs[start:end] for start, end in spans]
 
 
 def _generation(comp: Any) -> Generation:

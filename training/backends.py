@@ -44,6 +44,7 @@ def build_generator(config: TrainConfig, model: Any, tokenizer: Any, device: str
             dtype=config.vllm_dtype,
             max_model_len=config.max_context_tokens + config.max_new_tokens,
             gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+            tensor_parallel_size=config.vllm_tensor_parallel_size,
         )
     else:
         from sparring.agents.http_backend import VLLMServerGenerator

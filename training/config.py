@@ -286,6 +286,10 @@ class TrainConfig:
     vllm_gpu_memory_utilization: float = 0.5
     """On CUDA, the share of each GPU the vllm backend's engine takes for its weights and KV cache (it sleeps
     during the update, so the trainer has it then); the CPU engine reserves a fixed KV cache instead."""
+    vllm_tensor_parallel_size: int = 1
+    """Ranks whose vllm engines together hold one copy of the policy, each a slice of every layer (vLLM's tensor
+    parallelism, for a policy too large for one device): consecutive ranks (0-1, 2-3, ... for 2) form a group that
+    samples the prompts of all its ranks in each engine call. The run's ranks must be a multiple of it."""
     server_url: str = "http://127.0.0.1:8000/v1"
     """The server backend's vLLM server, ``/v1`` included; several, comma-separated, for several ranks: rank r
     samples from the (r mod n)-th of n, and rank i pushes each update's weights to the i-th."""
@@ -364,7 +368,7 @@ RANGES: dict[str, Range] = {
     **dict.fromkeys((
         "search_group", "swe_group", "search_max_turns", "swe_max_turns", "max_new_tokens", "max_context_tokens",
         "concurrency", "updates_per_iteration", "update_tokens_per_batch", "warm_start_batch", "threads",
-        "order2_per_iteration",
+        "order2_per_iteration", "vllm_tensor_parallel_size",
     ), AT_LEAST_1),
     **dict.fromkeys((
         "iterations", "proposals", "drawn_tasks", "retries", "min_spread_groups", "max_top_ups",
@@ -433,6 +437,11 @@ def _check(config: TrainConfig) -> None:
         raise SparringError(
             "async_rollouts=true trains on episodes played during the previous update, one weights version old, so it "
             "needs max_staleness of at least 1; raise max_staleness or set async_rollouts=false."
+        )
+    if config.vllm_tensor_parallel_size > 1 and config.backend != "vllm":
+        raise SparringError(
+            f"vllm_tensor_parallel_size={config.vllm_tensor_parallel_size} splits the vllm backend's engine across "
+            f"ranks, but backend is {config.backend}; set backend=vllm or vllm_tensor_parallel_size=1."
         )
     if config.distributed == "fsdp" and config.optimizer == "adafactor":  # its moments span whole rows and columns
         raise SparringError(

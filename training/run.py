@@ -74,6 +74,7 @@ def warm_start(trainer: Trainer, console: Console) -> dict[str, float]:
     cfg = trainer.config
     t0 = time.perf_counter()
     demos, stats = demonstrations(cfg, trainer.generator, trainer.rng)
+    trainer.generation_done()
     rates = ", ".join(f"{k} {stats.kept[k]}/{n}" for k, n in stats.played.items())
     console.print(f"warm start: {len(demos)} demonstrations kept ({rates}) in {time.perf_counter() - t0:.0f} s")
     for role, why in stats.failed.items():
@@ -95,10 +96,14 @@ def warm_start(trainer: Trainer, console: Console) -> dict[str, float]:
 
 def held_out(trainer: Trainer, step: int, console: Console) -> dict[str, float]:
     """The held-out evaluation's figures at ``step`` when one is due there (on the main process only)."""
-    if not heldout.due(trainer.config, step) or not trainer.accelerator.is_main_process:
+    if not heldout.due(trainer.config, step):
+        return {}
+    if not trainer.accelerator.is_main_process:
+        trainer.generation_done()  # an engine this rank runs with the main process's serves its evaluation
         return {}
     t0 = time.perf_counter()
     values = heldout.evaluate(trainer.generator, trainer.config, step)
+    trainer.generation_done()
     scores = [
         f"{key} {value:.3f} [{values[key + '_ci_low']:.3f}, {values[key + '_ci_high']:.3f}]"
         for key, value in values.items()

@@ -402,7 +402,14 @@ class Trainer:
             GAMES[game_name], self.generator, self.config, self.iteration if iteration is None else iteration,
             self.rng, self.replay[game_name],
         )  # fmt: skip
+        self.generation_done()
         return result.rollouts, result.stats
+
+    def generation_done(self) -> None:
+        """This rank generates no more until the next play: a generator whose engine several ranks run as one
+        (``vllm_tensor_parallel_size``) serves the other ranks' calls until they are done too. Every rank calls
+        this at the same points."""
+        getattr(self.generator, "drain", lambda: None)()
 
     def freeze_reference(self, load_start: Callable[[torch.nn.Module], None] | None = None) -> None:
         """Keep a frozen copy of the policy at the start of self-play as the KL reference (only when the KL is on).
@@ -466,6 +473,10 @@ def check_launcher(config: TrainConfig, device: str, environ: dict[str, str] | N
     def on(name: str) -> bool:  # the spellings accelerate's own flag parsing takes as true
         return env.get(name, "").strip().lower() in ("1", "true", "t", "yes", "y", "on")
 
+    if config.vllm_tensor_parallel_size > 1:  # before minutes of loading: the engines' groups must divide the ranks
+        from sparring.agents.vllm_backend import check_group_size
+
+        check_group_size(config.vllm_tensor_parallel_size, int(env.get("WORLD_SIZE") or 1))
     use = "scripts/accelerate/one-node.yaml or multi-node.yaml"
     for name, plugin, instead in (
         ("ACCELERATE_USE_FSDP", "FSDP", "set distributed=fsdp (the trainer shards the policy itself)"),

@@ -364,6 +364,35 @@ def async_run(trainer: Trainer, rank: int) -> dict[str, Any]:
     }
 
 
+def tensor_parallel(trainer: Trainer, rank: int) -> dict[str, Any]:
+    """The two ranks' engines run as one (``vllm_tensor_parallel_size=2``), each rank with its own prompts and its
+    own number of engine calls; then an update and its push, then ``sparring train``'s overlapped loop (with a
+    held-out evaluation on the main process alone) on that engine."""
+    from sparring.agents.generation import SamplingParams
+
+    llm = trainer.generator.llm
+    prompt = trainer.tokenizer.encode(f"Rank {rank} asks a question of its own." + " More." * rank)
+    before, error_before = _greedy_against_own_scores(trainer, prompt)
+    # rank 1 samples three more times (unseeded: its rank draws the seed the group samples with); rank 0 has ended its
+    # play and serves those calls until rank 1 ends too
+    extra = [
+        trainer.generator.generate([prompt] * (1 + k), SamplingParams(temperature=1.0, max_new_tokens=6))
+        for k in range(3 * rank)
+    ]
+    trainer.generation_done()
+    update(trainer, rank)
+    after, error_after = _greedy_against_own_scores(trainer, prompt)
+    return {
+        "tensor_parallel_size": llm.llm_engine.vllm_config.parallel_config.tensor_parallel_size,
+        "group": trainer.generator.group.ranks,
+        "error_before": error_before,
+        "error_after": error_after,
+        "changed": before != after,
+        "extra": [[len(g.token_ids) for g in call] for call in extra],
+        "run": async_run(trainer, rank),
+    }
+
+
 def smol_shaped(tokenizer: Any) -> Any:
     """SmolLM2-135M's configuration (vocabulary, width, heads, tied head) with 2 of its 30 layers, random weights."""
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -382,7 +411,7 @@ SCENARIOS = {
         update, idle, keys, warm, tokens, resume, fsdp_update, fsdp_checkpoint, memory, server, colocated, placement,
         async_run,
     )
-} | {"async_vllm": async_run}  # fmt: skip
+} | {"async_vllm": async_run, "tensor_parallel": tensor_parallel}  # fmt: skip
 #: A scenario's own config overrides, after the launch's (scenarios that need none share a launch with it).
 SCENARIO_OVERRIDES: dict[str, list[str]] = {
     "fsdp_update": ["warm_start_batch=8", "kl_coef=0.1", "max_grad_norm=1.0"],
@@ -393,12 +422,16 @@ SCENARIO_OVERRIDES: dict[str, list[str]] = {
     ).split(),
 }
 SCENARIO_OVERRIDES["async_vllm"] = SCENARIO_OVERRIDES["async_run"]
+SCENARIO_OVERRIDES["tensor_parallel"] = [
+    *SCENARIO_OVERRIDES["async_run"], "vllm_tensor_parallel_size=2", "eval_every=2", "eval_limit=2"
+]
 #: The model a scenario trains when not the tiny one: ``(tokenizer, model folder)`` to the model.
 MODELS: dict[str, Callable[[Any, str], Any]] = {
     "memory": lambda tokenizer, _: smol_shaped(tokenizer),
     "server": lambda _, folder: AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32),  # the served one
     "colocated": lambda _, folder: AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32),  # the engine's
     "async_vllm": lambda _, folder: AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32),
+    "tensor_parallel": lambda _, folder: AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32),
 }
 
 

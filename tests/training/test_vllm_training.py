@@ -9,6 +9,7 @@ import pytest
 
 from sparring import SparringError
 from sparring.training.config import load_config
+from sparring.training.metrics import read_log
 from tests.agents.vllm_fixtures import require_vllm
 from tests.training.conftest import tiny_vllm_model
 
@@ -156,6 +157,45 @@ def test_async_rollouts_on_two_ranks_sample_each_ranks_engine_beside_the_update(
         assert [set(u["episodes"]) for u in rank["updates"]] == [{0}, {0}, {1}]
         assert rank["engine_error"] < 2e-3  # the engine samples the weights of the last update
     assert first["whole_checksum"] == second["whole_checksum"]
+
+
+def test_two_ranks_run_one_engine_split_across_them(smol_tokenizer: Any, tmp_path: Path) -> None:
+    """``vllm_tensor_parallel_size=2`` under torchrun (fsdp, gloo on CPU): the ranks' engines hold one copy of the
+    weights between them, each rank samples its own prompts a different number of times, the update's push
+    reaches the engine, and the overlapped training loop with a held-out evaluation on rank 0 alone ends."""
+    from tests.conftest import default_corpus_built, require
+    from tests.training.test_ranks import two_ranks
+
+    require_vllm()
+    require(default_corpus_built(), "the default corpus")
+    folder = tiny_vllm_model(smol_tokenizer, tmp_path / "model")
+    first, second = two_ranks(
+        "tensor_parallel", folder, tmp_path, "backend=vllm", "vllm_dtype=float32", f"model={folder}",
+        "distributed=fsdp",
+    )  # fmt: skip
+    for rank in (first, second):
+        assert rank["tensor_parallel_size"] == 2 and rank["group"] == [0, 1]
+        # each rank's own prompt came back, sampled by the weights of the moment
+        assert rank["error_before"] < 2e-3 and rank["error_after"] < 2e-3 and rank["changed"]
+        run = rank["run"]
+        assert run["iterations"] == 3 and run["moved"] and run["overlapped"] == [True, True, False]
+        assert run["engine_error"] < 2e-3
+    assert first["extra"] == [] and [len(call) for call in second["extra"]] == [1, 2, 3]
+    assert first["run"]["whole_checksum"] == second["run"]["whole_checksum"]
+    evaluated = [row for row in read_log(tmp_path / "run") if "eval/search/em" in row]
+    assert [row["step"] for row in evaluated] == [0, 2]  # rank 0 evaluated while rank 1 served its engine calls
+
+
+def test_an_engine_split_across_more_ranks_than_the_run_has_is_one_sentence(tmp_path: Path) -> None:
+    from sparring.training.trainer import check_launcher
+
+    config = load_config(None, [f"out={tmp_path}", "backend=vllm", "vllm_tensor_parallel_size=2"])
+    for world in ("1", "3"):
+        with pytest.raises(SparringError, match=f"splits each engine across 2 ranks, but the run has {world}"):
+            check_launcher(config, "cpu", {"WORLD_SIZE": world})
+    check_launcher(config, "cpu", {"WORLD_SIZE": "4"})
+    with pytest.raises(SparringError, match="set backend=vllm or vllm_tensor_parallel_size=1"):
+        load_config(None, ["backend=hf", "vllm_tensor_parallel_size=2"])
 
 
 def test_the_engines_start_leaves_the_processs_random_streams_as_they_were(smol_tokenizer: Any, tmp_path: Path) -> None:
