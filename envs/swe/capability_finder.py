@@ -43,6 +43,7 @@ class Capability:
     open_fd: bool = False
     module_stores: bool = False
     foreign: tuple[str, ...] = ()
+    arguments: tuple[str, ...] = ()
 
     @classmethod
     def from_table(cls, name: str, table: dict[str, Any]) -> Capability:
@@ -61,6 +62,7 @@ class Capability:
             open_fd=bool(table.get("open_fd", False)),
             module_stores=bool(table.get("module_stores", False)),
             foreign=tuple(table.get("foreign", ())),
+            arguments=tuple(table.get("arguments", ())),
         )
 
 
@@ -162,6 +164,14 @@ _WRAPPERS = {"functools.update_wrapper": 2, "functools.wraps": 1}
 _ARGV_PARSERS = frozenset({"parse_args", "parse_known_args", "parse_intermixed_args", "parse_known_intermixed_args"})
 #: The most values one expression of string literals may stand for before the check stops reading it.
 _MAX_TEMPLATES = 16
+#: Class decorators that write a class's annotation keys into code they execute and look its string annotations up in
+#: ``sys.modules[cls.__module__]``: allowed only on a class statement the check reads, applied to it first.
+_CODE_FROM_ANNOTATIONS = frozenset({"dataclasses.dataclass"})
+#: Functions that make a class of such annotations, or fill a class's namespace with code the check does not read as
+#: a class body (``types.new_class``'s ``exec_body``): how many positional arguments come before that code or data.
+_CLASS_FACTORIES = {"dataclasses.make_dataclass": 0, "types.new_class": 3, "type.__new__": 3}
+#: Argument values that turn a listed argument off (``catch_warnings(record=False)``).
+_OFF = (False, None, 0)
 
 
 def format_walk(template: str, depth: int = 0) -> Iterator[str]:
@@ -332,6 +342,24 @@ def _scope(node: ast.AST) -> ast.AST | None:
         if isinstance(scope, ast.ClassDef) and any(child is b for b in scope.body):
             return None
         child, scope = scope, getattr(scope, "_sparring_parent", None)
+    return None
+
+
+def _one_of(dotted: str | None, names: Iterable[str]) -> str | None:
+    """Which of ``names`` (standard-library functions) ``dotted`` is, by name or as the very object under another
+    module's name; None for none."""
+    if dotted is None:
+        return None
+    obj = _MISSING
+    for name in names:
+        if dotted == name:
+            return name
+        if obj is _MISSING:
+            obj = stdlib_object(dotted)
+            if obj is _MISSING:
+                return None
+        if obj is stdlib_object(name):
+            return name
     return None
 
 
@@ -564,6 +592,9 @@ class CapabilityFinder(ast.NodeVisitor):
         module = self.aliases.get(node.id, "")
         if module and not (isinstance(parent, ast.Attribute) and parent.value is node):
             self.add(node, self.index.module(module), node.id)  # a refused module used as a value
+            self.class_from_data(node, module)
+        if node.id == "__name__" and not isinstance(node.ctx, ast.Load):  # the module every class made here claims
+            self.add(node, (c for c in self.index.caps if "__module__" in c.definitions), "__name__ bound")
         if (module and isinstance(node.ctx, ast.Load) and self.wrapper(module) is not None
                 and not (isinstance(parent, ast.Call) and parent.func is node)):  # fmt: skip
             self.add(node, self.index.flagged("dynamic_attributes"), f"{module} used as a value")
@@ -634,6 +665,7 @@ class CapabilityFinder(ast.NodeVisitor):
                 self.add(node, self.index.flagged("dynamic_attributes"), f"{dotted} used as a value")
             if dotted is not None:
                 self.renamed_module(node, dotted)
+                self.class_from_data(node, dotted)
                 caps = list(self.index.attribute(dotted))
                 if dotted in _WRITE_ONLY and isinstance(parent, ast.Subscript) and not isinstance(parent.ctx, ast.Load):
                     caps = [c for c in caps if c.name != "runner_state"]  # setting a variable reads nothing
@@ -695,6 +727,8 @@ class CapabilityFinder(ast.NodeVisitor):
             else:
                 self.attribute_name(node, name.value, f"{node.func.attr} ")
         self.logging_template(node)
+        self.listed_arguments(node)
+        self.class_factory(node)
         if isinstance(node.func, ast.Attribute) and node.func.attr in _ARGV_PARSERS:
             given = node.args[:1] + [k.value for k in node.keywords if k.arg == "args"]
             if not (given and isinstance(given[0], ast.List | ast.Tuple | ast.ListComp)):
@@ -730,13 +764,52 @@ class CapabilityFinder(ast.NodeVisitor):
     def wrapper(self, dotted: str | None) -> int | None:
         """How many positional arguments ``dotted`` takes before its attribute names, where it is functools'
         ``update_wrapper`` or ``wraps`` (under any module's name); None for anything else."""
-        if dotted is None:
-            return None
-        obj = stdlib_object(dotted) if dotted not in _WRAPPERS else _MISSING
-        for name, limit in _WRAPPERS.items():
-            if dotted == name or (obj is not _MISSING and obj is stdlib_object(name)):
-                return limit
-        return None
+        name = _one_of(dotted, _WRAPPERS)
+        return None if name is None else _WRAPPERS[name]
+
+    def listed_arguments(self, node: ast.Call) -> None:
+        """Arguments a capability lists for a callee (``warnings.catch_warnings(record=True)``, ``stacklevel=`` to
+        anything but ``warnings.warn``), given a value other than a literal False, None or 0."""
+        dotted = self.dotted(node.func)
+        for cap in self.index.caps:
+            entries = [e.split(":") for e in cap.arguments]
+            exempt = {e[1] for e in entries if e[0].startswith("!") and _one_of(dotted, [e[0][1:]])}
+            for callee, keyword, *position in entries:
+                if callee.startswith("!") or keyword in exempt or not (callee == "*" or _one_of(dotted, [callee])):
+                    continue
+                given = [k.value for k in node.keywords if k.arg == keyword]
+                at = int(position[0]) if position else None
+                if at is not None and len(node.args) > at:
+                    given.append(node.args[at])
+                unseen = callee != "*" and (any(k.arg is None for k in node.keywords) or any(
+                    isinstance(a, ast.Starred) for a in node.args))  # fmt: skip
+                if unseen or any(not (isinstance(v, ast.Constant) and v.value in _OFF) for v in given):
+                    self.add(node, [cap], f"{dotted or callee}({keyword}=...)")
+
+    def class_factory(self, node: ast.Call) -> None:
+        """A class made from data: ``make_dataclass``, ``types.new_class`` given code to fill its namespace, or
+        ``type.__new__`` given a namespace the check cannot read (what a class statement's body would show)."""
+        name = _one_of(self.dotted(node.func), _CLASS_FACTORIES)
+        if name is None:
+            return
+        at = _CLASS_FACTORIES[name]
+        caps = [c for c in self.index.caps if "__annotations__" in c.definitions]
+        if name == "type.__new__" and len(node.args) > at and not node.keywords:
+            self.class_namespace(node, node.args[at])
+        elif name != "types.new_class" or len(node.args) > at or node.keywords:
+            self.add(node, caps, f"{name}: a class made from data")
+
+    def class_from_data(self, node: ast.expr, dotted: str) -> None:
+        """``dataclasses.dataclass`` anywhere but on a class statement, applied to it first: on a class the check
+        does not read, its annotation keys may be code (dataclasses executes them) and its module another's."""
+        if _one_of(dotted, _CODE_FROM_ANNOTATIONS) is None:
+            return
+        parent = getattr(node, "_sparring_parent", None)
+        decorator = parent if isinstance(parent, ast.Call) and parent.func is node else node
+        owner = getattr(decorator, "_sparring_parent", None)
+        if not (isinstance(owner, ast.ClassDef) and owner.decorator_list[-1:] == [decorator]):
+            caps = [c for c in self.index.caps if "__annotations__" in c.definitions]
+            self.add(node, caps, f"{dotted} on a class the check does not read")
 
     def logging_template(self, node: ast.Call) -> None:
         """A logging format of ``style="{"`` (``Formatter``, ``basicConfig``, ``StrFormatStyle``): logging fills

@@ -1298,6 +1298,35 @@ def test_code_near_the_oracle_tests_is_allowed() -> None:
         ),
         ("import codecs\nget = codecs.StreamReader.close.__defaults__\n", ".__defaults__"),
         ("import codecs\nfwd = codecs.StreamReader.__getattr__\n", ".__getattr__ used as a value"),
+        # the seventh review: the standard library read names, frames and modules for data the check could not see
+        # through (each showed the module table, the command line, the environment or a caller in a plain process)
+        ("import collections\nns = collections.__getstate__()\n", ".__getstate__ (introspection)"),
+        ("lookup = [].append.__reduce__()[0]\n", ".__reduce__ (introspection)"),
+        (
+            "import warnings\ndef f():\n    with warnings.catch_warnings(record=True) as seen:\n"
+            "        warnings.warn('x', stacklevel=3)\n    return seen[0].filename\n",
+            "warnings.catch_warnings(record=...)",
+        ),
+        ("import traceback\nstack = traceback.extract_stack()\n", "traceback.extract_stack (introspection)"),
+        ("import logging\nlogging.getLogger('m').warning('x', stack_info=True)\n", "(stack_info=...)"),
+        ("import tracemalloc\n", "import tracemalloc (introspection)"),
+        ("import enum\nE = enum.Enum\nmade = E._create_('P', 'A')\n", "._create_ (introspection)"),
+        (
+            "import dataclasses\nclass P:\n    x: 'ClassVar'\nP.__module__ = 'a'\ndataclasses.dataclass(P)\n",
+            "dataclasses.dataclass on a class the check does not read",
+        ),
+        ("import enum\nclass P(enum.IntEnum):\n    A = 1\nenum.global_enum(P)\n", "enum.global_enum"),
+        (
+            "import types\ndef f(body):\n    return types.new_class('P', (), {}, lambda ns: ns.update(body))\n",
+            "types.new_class: a class made from data",
+        ),
+        ("import rlcompleter\nnames = rlcompleter.Completer().global_matches('py')\n", "import rlcompleter"),
+        ("import asyncio\nloop = asyncio.new_event_loop()\nloop.set_debug(True)\n", ".set_debug (introspection)"),
+        (
+            "import functools, dataclasses, types\nclass P:\n    pass\ndef f(d):\n"
+            "    functools.update_wrapper(P, types.SimpleNamespace(**d))\n    return dataclasses.dataclass(P)\n",
+            "dataclasses.dataclass on a class the check does not read",
+        ),
     ],
 )
 def test_the_ast_check_refuses_the_new_constructs(source: str, refused: str) -> None:
@@ -1327,6 +1356,22 @@ def test_ordinary_code_near_the_new_constructs_is_allowed() -> None:
         "from functools import wraps\ndef deco(f):\n    return wraps(f)(lambda: 1)\n",
         "import os, shutil, enum\nx = os.path.join('a', 'b'), shutil.os.sep\nclass E(enum.Enum):\n    A = 1\n",
         "class P:\n    x: int = 0\n    def __getattr__(self, name):\n        return super().__getattr__('x')\n",
+        # the seventh review's neighbours: deprecation warnings, plain logging, a dataclass on its class statement,
+        # pickling support by __getstate__, an enum by its functional API, warnings silenced rather than recorded
+        "import warnings\ndef old():\n    warnings.warn('use new()', DeprecationWarning, stacklevel=2)\n",
+        "from warnings import warn\ndef old():\n    warn('use new()', stacklevel=3)\n",
+        "import warnings\ndef f():\n    with warnings.catch_warnings(record=False):\n"
+        "        warnings.simplefilter('ignore')\n",
+        "import logging\nlog = logging.getLogger(__name__)\ndef f(x):\n    log.warning('bad %r', x, exc_info=True)\n",
+        "import dataclasses, functools\n@functools.total_ordering\n@dataclasses.dataclass(frozen=True)\nclass P:\n"
+        "    x: int = 0\n    y: 'list[int]' = dataclasses.field(default_factory=list)\n",
+        "from dataclasses import dataclass, fields\n@dataclass\nclass P:\n    x: int\n"
+        "n = [a.name for a in fields(P)]\n",
+        "class P:\n    def __getstate__(self):\n        return {'x': 1}\n    def __setstate__(self, state):\n"
+        "        self.x = state['x']\n",
+        "import enum\nColor = enum.Enum('Color', 'RED GREEN')\nname = P.__module__ if False else __name__\n",
+        "import traceback\ndef f():\n    try:\n        pass\n    except ValueError:\n"
+        "        return traceback.format_exc()\n",
     ):
         assert added_uses("pkg/m.py", source.encode(), None, [], CAPS) == [], source
 
