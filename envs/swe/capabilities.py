@@ -22,8 +22,11 @@ refused, and so is ``getattr`` with a constant name the check refuses as an attr
 The list itself is data (``capabilities.toml``, overridable per repository).
 
 Only what the repair adds counts: a use is refused when the new file has more uses with the same
-(capability, what, line text) than the file the solver started from, unless the bug removed that
-very line (restoring it is the fix). Moving existing code is not refused; duplicating it is.
+(capability, what, line text, enclosing definitions' qualified name) than the file the solver started
+from, unless the bug removed that very line (restoring it is the fix). Moving existing code within its
+function or moving the function is not refused; duplicating it is, and so is moving a use into another
+definition, where the same text reads other names (a forwarding ``getattr(self.x, name)`` moved into a
+new helper is a getattr of anything).
 
 Example::
 
@@ -134,6 +137,9 @@ def coding_problem(new: bytes, old: bytes | None) -> str | None:
     return None
 
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
 def find_uses(
     source: bytes, path: str, capabilities: list[Capability], oracle: OracleNames | None = None
 ) -> list[CapabilityUse]:
@@ -147,7 +153,9 @@ def find_uses(
         text = source.decode(declared_encoding(source) or "utf-8", errors="replace")
     except LookupError:  # ast.parse accepted it, so this does not happen; the lines are only for show
         text = source.decode("utf-8", errors="replace")
-    finder = CapabilityFinder(CapabilityIndex(capabilities), path, text.splitlines())
+    # Lines as Python's tokenizer numbers them (\n, \r\n, \r): str.splitlines also breaks at U+2028, \x0c and
+    # others, which would give every later use the text of the line above it
+    finder = CapabilityFinder(CapabilityIndex(capabilities), path, _LINE_BREAK.split(text))
     finder.oracle = oracle
     finder.prepare(tree)
     finder.visit(tree)
@@ -185,7 +193,7 @@ def added_uses(
         return [] if sys.version_info >= (3, 11) else [f"{path}: could not be parsed by the harness"]
     except (RecursionError, MemoryError):
         return [f"{path}: too deeply nested for the harness to check"]
-    before: Counter[tuple[str, str, str]] = Counter()
+    before: Counter[tuple[str, str, str, str]] = Counter()
     if old is not None:
         try:
             before.update(u.key for u in find_uses(old, path, capabilities, names))

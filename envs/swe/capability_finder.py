@@ -76,6 +76,7 @@ class CapabilityUse:
         capability: The capability's name.
         what: The construct (``import gc``, ``os.fork``, ``getattr with a computed name``).
         text: The line, stripped (shown cut at 160 characters).
+        scope: The qualified name of the definitions around it (``Duration.__getattr__``; empty at module level).
     """
 
     path: str
@@ -83,11 +84,13 @@ class CapabilityUse:
     capability: str
     what: str
     text: str
+    scope: str = ""
 
     @property
-    def key(self) -> tuple[str, str, str]:
-        """What makes two uses the same use, wherever they sit in the file."""
-        return self.capability, self.what, self.text
+    def key(self) -> tuple[str, str, str, str]:
+        """What makes two uses the same use, wherever they sit in the file: the same line in a definition of the
+        same name (a line moved into another function means something else there: its names are that one's)."""
+        return self.capability, self.what, self.text, self.scope
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line}: {self.what} ({self.capability}): {self.text.replace(chr(10), ' ')[:160]}"
@@ -363,6 +366,23 @@ def _one_of(dotted: str | None, names: Iterable[str]) -> str | None:
     return None
 
 
+def qualified_scope(node: ast.AST) -> str:
+    """The qualified name of the functions and classes around ``node`` (``Duration.__getattr__``, ``f.<lambda>``),
+    as ``__qualname__`` spells it; a decorator, default or annotation belongs to the scope around its definition."""
+    names: list[str] = []
+    child, scope = node, getattr(node, "_sparring_parent", None)
+    while scope is not None:
+        if isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            outside = child in scope.decorator_list or child is getattr(scope, "returns", None) or (
+                isinstance(scope, ast.ClassDef) and (child in scope.bases or child in scope.keywords))  # fmt: skip
+            if not outside and not isinstance(child, ast.arguments):
+                names.append(scope.name)
+        elif isinstance(scope, ast.Lambda) and child is scope.body:
+            names.append("<lambda>")
+        child, scope = scope, getattr(scope, "_sparring_parent", None)
+    return ".".join(reversed(names))
+
+
 def _prefixes(dotted: str) -> list[str]:
     parts = dotted.split(".")
     return [".".join(parts[: i + 1]) for i in range(len(parts))]
@@ -506,7 +526,7 @@ class CapabilityFinder(ast.NodeVisitor):
         end = line if self.line_override else max(line, getattr(node, "end_lineno", None) or line)
         text = "\n".join(self.lines[i - 1].strip() for i in range(line, end + 1) if 0 < i <= len(self.lines))
         for cap in caps:
-            self.uses.append(CapabilityUse(self.path, line, cap.name, what, text))
+            self.uses.append(CapabilityUse(self.path, line, cap.name, what, text, qualified_scope(node)))
 
     def dotted(self, node: ast.AST) -> str | None:
         """The dotted name an expression refers to, aliases resolved; None when it is not a name."""

@@ -271,7 +271,8 @@ def harness_tampering(artifact: BugArtifact, changes: SolverChanges, plan: Carry
     removed: dict[str, set[str]] = {}
     for path, part in split_diff(artifact.bug_inject_diff).items():
         removed[path] = {
-            line[1:].strip() for line in part.splitlines() if line.startswith("-") and not line.startswith("---")
+            # a diff's lines end at \n alone (splitlines would also break inside one, at U+2028)
+            line[1:].strip() for line in part.split("\n") if line.startswith("-") and not line.startswith("---")
         }
     capabilities = load_capabilities(artifact.repo)
     found: list[str] = []
