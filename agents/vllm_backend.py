@@ -285,8 +285,8 @@ class VLLMGenerator:
                 _check_whole(tensors, self.policy)
             self.wake_up()  # the weights' memory, where the caller slept the engine without waking it
             self._push(tensors)
-            # The KV cache only now (:meth:`wake_up`), and without the pushed tensors: under fsdp they are the
-            # whole weights gathered from the shards, which must not share the GPU with it.
+            # The KV cache only now (:meth:`wake_up`), and without the pushed tensors: whole weights (under fsdp
+            # gathered from the shards as the reload reads them), which must not share the GPU with it.
             del tensors
             if self._asleep:
                 self.llm.wake_up(tags=["kv_cache"])

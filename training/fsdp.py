@@ -12,13 +12,16 @@ with fewer makes :func:`idle_passes` more passes over :data:`IDLE` (one token, w
 multiplied by 0) and every rank meets the others in the same layers in the same order.
 
 Everything that needs whole weights gathers them: the generator after each update
-(:func:`full_state_dict`, every rank), a checkpoint (:func:`save_model`, rank 0 writes the same
-Hugging Face folder as an unsharded run). The KL reference is a :func:`replica` sharded across the ranks, under
-``ddp`` too (where the policy is whole on each rank): a sharded reference's forwards are collectives as well.
+(:func:`full_state_dict`, every rank; for vLLM :class:`GatheredWeights`, one weight at a time as its
+reload reads them, so no rank ever holds the whole weights gathered), a checkpoint (:func:`save_model`,
+rank 0 writes the same Hugging Face folder as an unsharded run). The KL reference is a :func:`replica` sharded
+across the ranks, under ``ddp`` too (where the policy is whole on each rank): a sharded reference's forwards are
+collectives as well.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -38,6 +41,7 @@ from sparring.training.ranks import all_max
 from sparring.training.sequences import Sequence
 
 __all__ = [
+    "GatheredWeights",
     "IDLE",
     "full_state_dict",
     "idle_passes",
@@ -115,6 +119,31 @@ def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The whole weights of sharded ``model`` on every rank, by parameter name (every rank calls this)."""
     return {name: value.full_tensor() if isinstance(value, DTensor) else value
             for name, value in model.state_dict().items()}  # fmt: skip
+
+
+class GatheredWeights(Mapping[str, torch.Tensor]):
+    """The whole weights of sharded ``model`` by parameter name, each gathered from the ranks when it is read.
+
+    A read is a collective: every rank must read the same names in the same order (a vLLM engine's
+    ``reload_weights`` reads each once, in order, on every rank). Names and membership need no gather.
+    """
+
+    def __init__(self, model: torch.nn.Module):
+        """Hold ``model``'s state dict (its shards; nothing gathered yet)."""
+        self._state = model.state_dict()
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        value = self._state[name]
+        return value.full_tensor() if isinstance(value, DTensor) else value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._state)
+
+    def __len__(self) -> int:
+        return len(self._state)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._state
 
 
 def replica(model: torch.nn.Module) -> torch.nn.Module:

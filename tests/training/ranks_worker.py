@@ -271,13 +271,35 @@ def colocated(trainer: Trainer, rank: int) -> dict[str, Any]:
     # fsdp each forward of the policy is a collective, which the update's own passes keep in step).
     for _ in range(3 * rank):
         trainer.generator.generate([prompt], SamplingParams(temperature=1.0, max_new_tokens=8, seed=rank))
-    update(trainer, rank)
+    # under fsdp the push gathers each weight as the engine's reload reads it: how many whole ones live at once
+    import weakref
+
+    from torch.distributed.tensor import DTensor
+
+    gathered: list[Any] = []
+    alive_most = [0]
+    full_tensor = DTensor.full_tensor
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        whole = full_tensor(self, *args, **kwargs)
+        gathered.append(weakref.ref(whole))
+        alive_most[0] = max(alive_most[0], sum(ref() is not None for ref in gathered))
+        return whole
+
+    DTensor.full_tensor = counted  # type: ignore[method-assign]
+    try:
+        update(trainer, rank)
+    finally:
+        DTensor.full_tensor = full_tensor  # type: ignore[method-assign]
     after, error_after = _greedy_against_own_scores(trainer, prompt)
     from sparring.training.fsdp import full_state_dict, is_sharded
 
     whole = full_state_dict(trainer.policy_model) if is_sharded(trainer.policy_model) else None  # a collective
     return {
         "sharded": whole is not None,
+        "gathered": len(gathered),
+        "gathered_alive_most": alive_most[0],
+        "weights": len(trainer.policy_model.state_dict()),  # a tied output layer's name too
         "whole_checksum": float(sum(t.double().sum() for t in whole.values())) if whole else _checksum(trainer),
         "engine": type(trainer.generator).__name__,
         "executor": trainer.generator.llm.llm_engine.vllm_config.parallel_config.distributed_executor_backend,

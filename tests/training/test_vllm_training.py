@@ -131,6 +131,9 @@ def test_two_ranks_each_sample_from_their_own_colocated_engine(
     assert first["sharded"] == second["sharded"] == (distributed == "fsdp")
     # the same whole weights on both ranks after the update (under fsdp gathered from the two shards)
     assert first["whole_checksum"] == second["whole_checksum"]
+    if distributed == "fsdp":  # the push gathered every weight, never all of them at once (a layer's at most)
+        for rank in (first, second):
+            assert rank["gathered"] == rank["weights"] and rank["gathered_alive_most"] <= 9, rank
     for rank in (first, second):
         assert rank["error_before"] < 2e-3 and rank["error_after"] < 2e-3  # each engine samples its rank's weights
         assert rank["changed"]
