@@ -21,12 +21,14 @@ text and by the file system it leads to, so ``/dev/fd/../status`` is refused as
 (``inspect.currentframe``, ``traceback.walk_stack``, anything of pytest or pluggy), so the rule
 looks at the chain of trusted frames between the operation and the nearest untrusted frame: the
 operation is refused when that chain is empty, when the helper untrusted code called hands frames
-back (:data:`EXPOSING`), or when the chain holds a frame of the test framework, the harness or a
-debugger (:data:`EXPOSING_FILES`); a trampoline that runs queued work (:data:`TRAMPOLINES`: a
-thread's or a thread pool's ``run``) counts as the untrusted code that queued it. Helpers that
-only read frames and hand back text (``logging``'s caller lookup, ``traceback.format_exc``,
-``namedtuple``) still work for the repository's code. A refusal raises in the tested code AND
-writes a line ``refused ...`` to the record's pipe at once, so the run counts as tampering even
+back (:data:`EXPOSING`: also the helpers that hand the whole stack back as text, ``traceback``'s
+``extract_stack``/``format_stack``/``print_stack`` and ``logging``'s ``findCaller`` called directly, since
+pytest's frames are among the callers they name), or when the chain holds a frame of the test framework,
+the harness or a debugger (:data:`EXPOSING_FILES`); a trampoline that runs queued work
+(:data:`TRAMPOLINES`: a thread's or a thread pool's ``run``) counts as the untrusted code that queued it.
+Helpers that read a frame and hand back text about their caller alone (a logging call, which looks its
+caller up, ``traceback.format_exc``, ``namedtuple``) still work for the repository's code. A refusal raises in
+the tested code AND writes a line ``refused ...`` to the record's pipe at once, so the run counts as tampering even
 where the code catches the error.
 
 **The oracle test files are unreadable to untrusted code**: an ``open`` of one of the run's test files
@@ -75,6 +77,11 @@ EXPOSING = frozenset(
         ("inspect.py", "getinnerframes"),
         ("traceback.py", "walk_stack"),
         ("traceback.py", "walk_tb"),
+        # the stack handed back as text: every caller's file, function and line (pytest's frames among them)
+        ("traceback.py", "extract_stack"),
+        ("traceback.py", "format_stack"),
+        ("traceback.py", "print_stack"),
+        ("logging/__init__.py", "findCaller"),
         ("logging/__init__.py", "<lambda>"),  # logging.currentframe
         ("asyncio/base_tasks.py", "_task_get_stack"),
         ("asyncio/tasks.py", "get_stack"),

@@ -622,6 +622,44 @@ def _gated(before: bytes, runner: str) -> bytes:
     return (gated + runner).encode()
 
 
+#: The call stack read as text, pytest's frames among the callers it names (the seventh review: each graded solved,
+#: reward 1, with the bug left in, before the AST check listed the helpers).
+STACK_GATES = {
+    "extract_stack": (
+        "import traceback as _tb\n\n\ndef _runner():\n"
+        "    return any(('_py' + 'test') in f.filename for f in _tb.extract_stack())\n"
+    ),
+    "format_stack": (
+        "import traceback as _tb\n\n\ndef _runner():\n    return ('_py' + 'test') in ''.join(_tb.format_stack())\n"
+    ),
+    "find_caller": (
+        "import logging as _lg\n\n\ndef _runner():\n"
+        "    return ('site-' + 'packages') in str(_lg.getLogger('inflection').findCaller(True))\n"
+    ),
+}
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("gate", sorted(STACK_GATES))
+def test_a_fix_gated_on_the_call_stack_read_as_text_is_not_solved(
+    pool: Any,  # noqa: F811
+    task: dict[str, Any],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    gate: str,
+) -> None:
+    """The AST check refuses the helpers since the seventh review; planted past it, the audit hook refuses them
+    called by the repository's code (they hand back every caller, as frames would)."""
+    before = _with(pool, task, "")
+    repair = _gated(before, STACK_GATES[gate])
+    assert added_uses(SOURCE, repair, before, (), CAPS, [TESTS])
+    past_the_ast_check(monkeypatch)
+    grade = _grade(pool, task, {SOURCE: repair})
+    assert not grade.solved and grade.status == "crash", grade
+    assert f"refused sys._getframe: /repo/{SOURCE}" in grade.error and gate.replace("_c", "C") in grade.error, grade
+
+
 #: Gates on what the plain run refuses without a trace: were grading's first run refused the same, a
 #: fix keyed on the refusal would be on in both runs (and off for every user).
 REFUSAL_GATES = {
