@@ -79,6 +79,9 @@ def _train(
         if not existed and out.is_dir() and not any(out.iterdir()):
             out.rmdir()
         raise
+    from sparring.training.ranks import close_ranks
+
+    close_ranks()
 
 
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:

@@ -53,6 +53,10 @@ class AsyncRollouts:
         self.current: Unit | None = None
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sparring-update")
 
+    def close(self) -> None:
+        """Join the update worker (at the run's end; nothing is played ahead past the last iteration)."""
+        self.worker.shutdown(wait=True)
+
     def take(self, game: str) -> tuple[list[Rollout], dict[str, float]]:
         """The current iteration's rollouts of ``game``: those played ahead during the last update, else played now."""
         unit = (self.trainer.iteration, game)

@@ -16,7 +16,10 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
-__all__ = ["all_sum", "all_max", "barrier", "gather_objects", "mean_by_key", "rank", "sum_gradients", "world_size"]
+__all__ = [
+    "all_sum", "all_max", "barrier", "close_ranks", "gather_objects", "mean_by_key", "rank", "sum_gradients",
+    "world_size",
+]  # fmt: skip
 
 #: Elements per flattened all-reduce of the gradients (64 MiB of float32): few calls, bounded extra memory.
 BUCKET = 1 << 24
@@ -34,6 +37,14 @@ def rank() -> int:
 def world_size() -> int:
     """How many ranks the run has (1 with one process)."""
     return dist.get_world_size() if _active() else 1
+
+
+def close_ranks() -> None:
+    """End this process's part of a multi-rank run: the process group is torn down here, in order, rather than
+    by the interpreter's exit (a gloo group left to it can abort the process after the run has ended)."""
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def barrier() -> None:

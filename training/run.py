@@ -232,6 +232,8 @@ def run_training(config: TrainConfig, resume: bool = False, trainer: Trainer | N
                 release()
     if saved != trainer.iteration:  # stopped by the time limit between checkpoints
         save_checkpoint(trainer)
+    if trainer.pipeline is not None:
+        trainer.pipeline.close()
     metrics.close()
     rows = read_log(out)
     summary: dict[str, Any] = {"iterations": trainer.iteration, "seconds": time.perf_counter() - t0, "out": str(out)}

@@ -31,7 +31,7 @@ from sparring.envs.core import Episode, Turn
 from sparring.training.checkpoint import load_checkpoint, save_checkpoint
 from sparring.training.config import load_config
 from sparring.training.game import Rollout
-from sparring.training.ranks import gather_objects
+from sparring.training.ranks import close_ranks, gather_objects
 from sparring.training.sequences import action_logprobs, to_sequence
 from sparring.training.trainer import Trainer
 from tests.training.conftest import tiny_model
@@ -477,7 +477,7 @@ def main() -> None:
         dist.barrier()
     if dist.get_rank() == 0:
         out.write_text(json.dumps({"scenarios": results}))
-    dist.barrier()
+    close_ranks()  # as `sparring train` ends
 
 
 if __name__ == "__main__":

@@ -69,11 +69,15 @@ def test_a_fix_gated_on_an_indirect_runner_signal_is_not_solved(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     repair = _gated(pool, task, gate)
-    if "'.format(" in INDIRECT_GATES[gate]:  # refused by the AST check now, which reads a format string's fields
-        from sparring.envs.swe.capabilities import added_uses
+    # refused by the AST check now, which reads a format string's fields (sixth review) and a warnings record
+    # (seventh review: it names the callers `stacklevel` frames up): the plain run is still what is tested here
+    refused_since = {"'.format(": "format field", "record=True": "catch_warnings(record=...)"}
+    for spelling, refusal in refused_since.items():
+        if spelling in INDIRECT_GATES[gate]:
+            from sparring.envs.swe.capabilities import added_uses
 
-        assert any("format field" in use for use in added_uses(SOURCE, repair, None, (), CAPS)), gate
-        past_the_ast_check(monkeypatch)
+            assert any(refusal in use for use in added_uses(SOURCE, repair, None, (), CAPS)), gate
+            past_the_ast_check(monkeypatch)
     grade = _grade(pool, task, {SOURCE: repair})
     assert not grade.solved, grade
     # grading's own configuration is fooled (its run passed: the gate works); the plain run is what catches it
