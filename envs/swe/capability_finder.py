@@ -220,6 +220,15 @@ class CapabilityIndex:
         # modules that are not the repository's: the standard library's and the image's packages
         names = {n for c in self.caps if c.module_stores for n in c.foreign}
         self.foreign = frozenset(names | set(getattr(sys, "stdlib_module_names", ())) if names else ())
+        # each capability's listed arguments, parsed: (callee or "*", keyword, position or None), and the callees
+        # exempt from a keyword ("!callee:keyword")
+        self.arguments: list[tuple[Capability, list[tuple[str, str, int | None]], list[tuple[str, str]]]] = []
+        for cap in self.caps:
+            entries = [e.split(":") for e in cap.arguments]
+            listed = [(e[0], e[1], int(e[2]) if len(e) > 2 else None) for e in entries if not e[0].startswith("!")]
+            exempt = [(e[0][1:], e[1]) for e in entries if e[0].startswith("!")]
+            if listed:
+                self.arguments.append((cap, listed, exempt))
 
     def module(self, dotted: str, reroot: bool = False) -> Iterator[Capability]:
         """Capabilities whose modules ``dotted`` is or is in; with ``reroot`` also through another module."""
@@ -259,6 +268,10 @@ class CapabilityIndex:
 
     def flagged(self, attr: str) -> Iterator[Capability]:
         return (c for c in self.caps if getattr(c, attr))
+
+    def defining(self, name: str) -> list[Capability]:
+        """Capabilities that refuse defining (or binding) ``name``."""
+        return [c for c in self.caps if name in c.definitions]
 
 
 _MISSING = object()
@@ -614,7 +627,7 @@ class CapabilityFinder(ast.NodeVisitor):
             self.add(node, self.index.module(module), node.id)  # a refused module used as a value
             self.class_from_data(node, module)
         if node.id == "__name__" and not isinstance(node.ctx, ast.Load):  # the module every class made here claims
-            self.add(node, (c for c in self.index.caps if "__module__" in c.definitions), "__name__ bound")
+            self.add(node, self.index.defining("__module__"), "__name__ bound")
         if (module and isinstance(node.ctx, ast.Load) and self.wrapper(module) is not None
                 and not (isinstance(parent, ast.Call) and parent.func is node)):  # fmt: skip
             self.add(node, self.index.flagged("dynamic_attributes"), f"{module} used as a value")
@@ -672,8 +685,8 @@ class CapabilityFinder(ast.NodeVisitor):
             self.add(node, self.index.flagged("dynamic_attributes"), f".{node.attr} used as a value")
         if not imported and node.attr in _BUILTINS_BY_VALUE:  # the builtins module reached as a value
             self.add(node, self.index.flagged("dynamic_attributes"), f".{node.attr} on an object not known statically")
-        self.add(node, (c for c in self.index.caps if node.attr in c.definitions and isinstance(node.ctx, ast.Store)),
-                 f".{node.attr} assigned")  # fmt: skip
+        if isinstance(node.ctx, ast.Store):
+            self.add(node, self.index.defining(node.attr), f".{node.attr} assigned")
         parent = getattr(node, "_sparring_parent", None)
         if not (isinstance(parent, ast.Attribute) and parent.value is node):  # the whole chain, once
             dotted = self.dotted(node)
@@ -722,7 +735,7 @@ class CapabilityFinder(ast.NodeVisitor):
                     self.unknown_attribute(node, attr, f"{func} ")
                 self.add(node, (c for c in self.index.caps if attr in c.attribute_names), f"{func} {attr!r}")
                 if func == "setattr":
-                    self.add(node, (c for c in self.index.caps if attr in c.definitions), f"setattr {attr!r}")
+                    self.add(node, self.index.defining(attr), f"setattr {attr!r}")
                 if base is not None:
                     self.add(node, self.index.attribute(f"{base}.{attr}"), f"{base}.{attr}")
                     root = node.args[0]
@@ -791,14 +804,12 @@ class CapabilityFinder(ast.NodeVisitor):
         """Arguments a capability lists for a callee (``warnings.catch_warnings(record=True)``, ``stacklevel=`` to
         anything but ``warnings.warn``), given a value other than a literal False, None or 0."""
         dotted = self.dotted(node.func)
-        for cap in self.index.caps:
-            entries = [e.split(":") for e in cap.arguments]
-            exempt = {e[1] for e in entries if e[0].startswith("!") and _one_of(dotted, [e[0][1:]])}
-            for callee, keyword, *position in entries:
-                if callee.startswith("!") or keyword in exempt or not (callee == "*" or _one_of(dotted, [callee])):
+        for cap, listed, exempts in self.index.arguments:
+            exempt = {keyword for callee, keyword in exempts if _one_of(dotted, [callee])}
+            for callee, keyword, at in listed:
+                if keyword in exempt or not (callee == "*" or _one_of(dotted, [callee])):
                     continue
                 given = [k.value for k in node.keywords if k.arg == keyword]
-                at = int(position[0]) if position else None
                 if at is not None and len(node.args) > at:
                     given.append(node.args[at])
                 unseen = callee != "*" and (any(k.arg is None for k in node.keywords) or any(
@@ -813,11 +824,10 @@ class CapabilityFinder(ast.NodeVisitor):
         if name is None:
             return
         at = _CLASS_FACTORIES[name]
-        caps = [c for c in self.index.caps if "__annotations__" in c.definitions]
         if name == "type.__new__" and len(node.args) > at and not node.keywords:
             self.class_namespace(node, node.args[at])
         elif name != "types.new_class" or len(node.args) > at or node.keywords:
-            self.add(node, caps, f"{name}: a class made from data")
+            self.add(node, self.index.defining("__annotations__"), f"{name}: a class made from data")
 
     def class_from_data(self, node: ast.expr, dotted: str) -> None:
         """``dataclasses.dataclass`` anywhere but on a class statement, applied to it first: on a class the check
@@ -828,8 +838,7 @@ class CapabilityFinder(ast.NodeVisitor):
         decorator = parent if isinstance(parent, ast.Call) and parent.func is node else node
         owner = getattr(decorator, "_sparring_parent", None)
         if not (isinstance(owner, ast.ClassDef) and owner.decorator_list[-1:] == [decorator]):
-            caps = [c for c in self.index.caps if "__annotations__" in c.definitions]
-            self.add(node, caps, f"{dotted} on a class the check does not read")
+            self.add(node, self.index.defining("__annotations__"), f"{dotted} on a class the check does not read")
 
     def logging_template(self, node: ast.Call) -> None:
         """A logging format of ``style="{"`` (``Formatter``, ``basicConfig``, ``StrFormatStyle``): logging fills
@@ -865,7 +874,7 @@ class CapabilityFinder(ast.NodeVisitor):
             self.add(node, self.index.flagged("module_stores"), f"private {dotted}")
 
     def _definition(self, node: ast.AST, name: str) -> None:
-        self.add(node, (c for c in self.index.caps if name in c.definitions), f"{name} defined")
+        self.add(node, self.index.defining(name), f"{name} defined")
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self._definition(node, node.name)

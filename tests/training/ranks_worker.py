@@ -447,13 +447,15 @@ SCENARIO_OVERRIDES["async_vllm"] = SCENARIO_OVERRIDES["async_run"]
 SCENARIO_OVERRIDES["tensor_parallel"] = [
     *SCENARIO_OVERRIDES["async_run"], "vllm_tensor_parallel_size=2", "eval_every=2", "eval_limit=2"
 ]
+def _saved(_: Any, folder: str) -> Any:
+    """The model in ``folder`` in float32: what a vLLM engine or server loads, so both start from the same weights."""
+    return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+
+
 #: The model a scenario trains when not the tiny one: ``(tokenizer, model folder)`` to the model.
 MODELS: dict[str, Callable[[Any, str], Any]] = {
     "memory": lambda tokenizer, _: smol_shaped(tokenizer),
-    "server": lambda _, folder: AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32),  # the served one
-    "colocated": lambda _, folder: AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32),  # the engine's
-    "async_vllm": lambda _, folder: AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32),
-    "tensor_parallel": lambda _, folder: AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32),
+    **dict.fromkeys(("server", "colocated", "async_vllm", "tensor_parallel"), _saved),
 }
 
 
