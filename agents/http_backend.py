@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparring import SparringError
@@ -27,7 +28,7 @@ from sparring.agents.generation import (
 )
 from sparring.http import HTTPPolicy, JSONClient, ServerRefused
 
-__all__ = ["HTTPChatGenerator", "HTTPGenerator", "VLLMServerGenerator", "connect"]
+__all__ = ["HTTPChatGenerator", "HTTPGenerator", "VLLMServerGenerator", "connect", "layer_runs"]
 
 #: How a vLLM server must be started for training (the dev endpoints and the logprob contract).
 VLLM_SERVE = "VLLM_SERVER_DEV_MODE=1 vllm serve MODEL --logprobs-mode processed_logprobs"
@@ -203,15 +204,36 @@ class HTTPGenerator:
         return out
 
 
+def layer_runs(weights: Mapping[str, Any]) -> list[list[str]]:
+    """The names of ``weights`` in their order, cut where the decoder layer changes: each run is the weights of one
+    layer (``model.layers.3.*``), or of the parts between layers (the embedding; the final norm and output layer).
+
+    A name's layer is its prefix up to its first number; reading the names needs no weight.
+    """
+    runs: list[list[str]] = []
+    last: str | None = None
+    for name in weights:
+        parts = name.split(".")
+        layer = next((".".join(parts[: i + 1]) for i, part in enumerate(parts) if part.isdigit()), "")
+        if not runs or layer != last:
+            runs.append([])
+        runs[-1].append(name)
+        last = layer
+    return runs
+
+
 class VLLMServerGenerator(HTTPGenerator):
     """A ``vllm serve`` process (on other GPUs or another machine) as the trainer's generator.
 
     Generation is :class:`HTTPGenerator`'s (token ids in, ids and logprobs out). The trainer's new
-    weights reach the server through a folder both can read: :meth:`update_weights` saves them there
-    as one safetensors file, then asks the server to reload from it with vLLM's own
-    ``reload_weights(weights_path=...)`` through its ``/collective_rpc`` endpoint, and drops the
-    server's prefix cache (``/reset_prefix_cache``), whose KV states came from the old weights. Those
-    endpoints exist when the server runs with ``VLLM_SERVER_DEV_MODE=1``.
+    weights reach the server through a folder both can read: :meth:`update_weights` saves them in a
+    new folder there, a safetensors file per decoder layer (:func:`layer_runs`: each weight is read,
+    copied to the host and written with its layer, so no more than a layer's weights are held at once,
+    and a sharded policy's are gathered one at a time as they are read), then asks the server to reload
+    from it with vLLM's own ``reload_weights(weights_path=...)`` through its ``/collective_rpc``
+    endpoint, drops the server's prefix cache (``/reset_prefix_cache``), whose KV states came from the
+    old weights, and removes the folder of the push before. Those endpoints exist when the server runs
+    with ``VLLM_SERVER_DEV_MODE=1``.
 
     The logprob contract (after temperature, before top-p) holds only on a server started with
     ``--logprobs-mode processed_logprobs`` (read from its ``/server_info`` at connect), and only with
@@ -220,9 +242,10 @@ class VLLMServerGenerator(HTTPGenerator):
     embeddings (its output layer would keep the old weights after a reload).
 
     Several training ranks share one server: they hold the same weights after an update, so one of them
-    (``pushes=True``) writes the file and asks for the reload, and the others (``pushes=False``) skip the
-    push; every rank then calls ``wait`` (a barrier of all ranks) before it counts the new version, so no
-    rank asks the server for a turn before the new weights are in it.
+    (``pushes=True``) writes the files and asks for the reload, and the others (``pushes=False``) skip the
+    push, reading the weights they were given in the same order (a sharded policy's reads are collectives);
+    every rank then calls ``wait`` (a barrier of all ranks) before it counts the new version, so no rank
+    asks the server for a turn before the new weights are in it.
 
     Args:
         base_url: Server root including ``/v1``.
@@ -253,8 +276,6 @@ class VLLMServerGenerator(HTTPGenerator):
         wait: Callable[[], None] = lambda: None,
     ):
         """Connect, check the server keeps the logprob contract, and push ``policy``'s weights."""
-        from pathlib import Path
-
         super().__init__(base_url, model, tokenizer=tokenizer, timeout=timeout)
         root = self.client.base_url.removesuffix("/v1")
         self.admin = JSONClient(root, "the vLLM server", f"start it with `{VLLM_SERVE}`", HTTPPolicy(timeout_s=timeout))
@@ -263,6 +284,8 @@ class VLLMServerGenerator(HTTPGenerator):
         self.pushes, self.wait = pushes, wait
         self.weights_dir = Path(weights_dir)
         self.weights_dir.mkdir(parents=True, exist_ok=True)
+        self.weights_path: Path | None = None  # the folder of the last push, which the server loaded
+        self._pushed = 0
         if policy is not None and pushes:  # the trainer's weights, not the served checkpoint's (a resumed run)
             self._push(dict(policy.named_parameters()))
         wait()
@@ -303,23 +326,35 @@ class VLLMServerGenerator(HTTPGenerator):
         """
         if self.pushes:
             self._push(weights_to_push(self, state_dict))
+        elif state_dict is not None:
+            for name in state_dict:  # the pushing rank reads them all, in this order: a sharded policy's gather
+                state_dict[name]
         self.wait()
         self._version += 1
         return self._version
 
     def _push(self, state_dict: Mapping[str, Any]) -> None:
-        """Save ``state_dict`` to the shared folder; the server reloads it and drops its prefix cache."""
+        """Save ``state_dict`` in a new folder, a file per layer; the server reloads it and drops its prefix cache."""
+        import shutil
+
         from safetensors.torch import save_file
 
-        tensors = {name: t.detach().to("cpu").contiguous() for name, t in state_dict.items()}
-        partial = self.weights_dir / "model.safetensors.partial"
-        save_file(tensors, str(partial))
-        # The server loads every *.safetensors of the folder: a half-written file must never be one.
-        partial.replace(self.weights_dir / "model.safetensors")
-        self.admin.post(
-            "/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": str(self.weights_dir)}}
-        )
+        self._pushed += 1
+        folder = self.weights_dir / f"push-{self._pushed:06d}"
+        # the server loads every *.safetensors of the folder it is given: it is named only once it is whole
+        partial = folder.with_name(folder.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir()
+        for i, names in enumerate(layer_runs(state_dict)):
+            tensors = {name: state_dict[name].detach().to("cpu").contiguous() for name in names}
+            save_file(tensors, str(partial / f"model-{i + 1:05d}.safetensors"))
+            del tensors
+        partial.replace(folder)
+        self.admin.post("/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": str(folder)}})
         self.admin.post("/reset_prefix_cache", {})
+        if self.weights_path is not None:
+            shutil.rmtree(self.weights_path, ignore_errors=True)
+        self.weights_path = folder
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Generation]:
         """:meth:`HTTPGenerator.generate`, refusing ``top_p`` below 1 (the logprob contract).

@@ -174,10 +174,11 @@ class Trainer:
         are kept in ``weight_sync_seconds``.
         """
         t0 = time.perf_counter()
-        if is_sharded(self.policy_model) and self.config.backend == "vllm":
-            # the engine's reload reads each weight once, in order, on every rank: gathered one at a time as it reads
+        if is_sharded(self.policy_model) and self.config.backend in ("vllm", "server"):
+            # the engine's reload, or the server's pusher writing a layer at a time (the other ranks reading along),
+            # reads each weight once, in order, on every rank: gathered one at a time as it is read
             self.generator.update_weights(GatheredWeights(self.policy_model))
-        elif is_sharded(self.policy_model):  # the HF copy loads a whole dict; the server's pusher alone writes it
+        elif is_sharded(self.policy_model):  # the HF copy loads a whole dict
             self.generator.update_weights(full_state_dict(self.policy_model))
         else:
             self.generator.update_weights(self.policy_model.state_dict() if self.generator_copy else None)

@@ -11,11 +11,12 @@ lent to check these paths) shares them (:func:`share_gpus`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -233,7 +234,6 @@ def server(trainer: Trainer, rank: int) -> dict[str, Any]:
     from safetensors.torch import load_file
 
     generator: Any = trainer.generator
-    weights = generator.weights_dir / "model.safetensors"
     pushes: list[float] = []
     push = generator._push
 
@@ -244,10 +244,19 @@ def server(trainer: Trainer, rank: int) -> dict[str, Any]:
     generator._push = counted
     prompt = trainer.tokenizer.encode(f"Rank {rank} asks a question of its own.")
     before, error_before = _greedy_against_own_scores(trainer, prompt)
-    update(trainer, rank)  # each rank's own episodes; the gradient all-reduce keeps the replicas equal
+    with _gathers_counted() as gathered:  # under fsdp each weight is gathered as the push reads it
+        update(trainer, rank)  # each rank's own episodes; the gradient all-reduce keeps the replicas equal
     after, error_after = _greedy_against_own_scores(trainer, prompt)
-    pushed = load_file(str(weights))  # what the server reloaded, read after every rank passed the barrier
-    params = trainer.policy_model.named_parameters()
+    # what the server reloaded (the pushing rank's folder, its last push's alone), read after the barrier
+    folders = sorted(p for p in generator.weights_dir.iterdir() if p.is_dir())
+    files = sorted(folders[-1].glob("*.safetensors"))
+    pushed: dict[str, Any] = {}
+    for file in files:
+        pushed.update(load_file(str(file)))
+    from sparring.training.fsdp import full_state_dict, is_sharded
+
+    model = trainer.policy_model  # every rank reads every weight (gathers under fsdp), then compares
+    whole = full_state_dict(model) if is_sharded(model) else {n: p.detach() for n, p in model.named_parameters()}
     return {
         "pushes": len(pushes),
         "version": generator.weights_version,
@@ -255,9 +264,40 @@ def server(trainer: Trainer, rank: int) -> dict[str, Any]:
         "error_before": error_before,
         "error_after": error_after,
         "changed": before != after,
-        "file_is_the_policy": all(torch.equal(pushed[n], p.detach()) for n, p in params),
+        "whole_checksum": float(sum(t.double().sum() for t in whole.values())),
+        "files": len(files),
+        "folders": [p.name for p in folders],
+        "file_is_the_policy": set(pushed) == set(whole) and all(torch.equal(pushed[n], t) for n, t in whole.items()),
         "server": str(generator.admin.base_url),
+        "gathered": gathered["count"],
+        "gathered_alive_most": gathered["alive_most"],
+        "weights": len(trainer.policy_model.state_dict()),
     }
+
+
+@contextlib.contextmanager
+def _gathers_counted() -> Iterator[dict[str, int]]:
+    """Count the whole weights a sharded model's DTensors are gathered into, and how many live at once at most."""
+    import weakref
+
+    from torch.distributed.tensor import DTensor
+
+    gathered: list[Any] = []
+    seen = {"count": 0, "alive_most": 0}
+    full_tensor = DTensor.full_tensor
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        whole = full_tensor(self, *args, **kwargs)
+        gathered.append(weakref.ref(whole))
+        seen["count"] = len(gathered)
+        seen["alive_most"] = max(seen["alive_most"], sum(ref() is not None for ref in gathered))
+        return whole
+
+    DTensor.full_tensor = counted  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        DTensor.full_tensor = full_tensor  # type: ignore[method-assign]
 
 
 def colocated(trainer: Trainer, rank: int) -> dict[str, Any]:
@@ -272,33 +312,16 @@ def colocated(trainer: Trainer, rank: int) -> dict[str, Any]:
     for _ in range(3 * rank):
         trainer.generator.generate([prompt], SamplingParams(temperature=1.0, max_new_tokens=8, seed=rank))
     # under fsdp the push gathers each weight as the engine's reload reads it: how many whole ones live at once
-    import weakref
-
-    from torch.distributed.tensor import DTensor
-
-    gathered: list[Any] = []
-    alive_most = [0]
-    full_tensor = DTensor.full_tensor
-
-    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        whole = full_tensor(self, *args, **kwargs)
-        gathered.append(weakref.ref(whole))
-        alive_most[0] = max(alive_most[0], sum(ref() is not None for ref in gathered))
-        return whole
-
-    DTensor.full_tensor = counted  # type: ignore[method-assign]
-    try:
+    with _gathers_counted() as gathered:
         update(trainer, rank)
-    finally:
-        DTensor.full_tensor = full_tensor  # type: ignore[method-assign]
     after, error_after = _greedy_against_own_scores(trainer, prompt)
     from sparring.training.fsdp import full_state_dict, is_sharded
 
     whole = full_state_dict(trainer.policy_model) if is_sharded(trainer.policy_model) else None  # a collective
     return {
         "sharded": whole is not None,
-        "gathered": len(gathered),
-        "gathered_alive_most": alive_most[0],
+        "gathered": gathered["count"],
+        "gathered_alive_most": gathered["alive_most"],
         "weights": len(trainer.policy_model.state_dict()),  # a tied output layer's name too
         "whole_checksum": float(sum(t.double().sum() for t in whole.values())) if whole else _checksum(trainer),
         "engine": type(trainer.generator).__name__,

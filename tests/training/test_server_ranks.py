@@ -29,16 +29,28 @@ def served(smol_tokenizer: Any, tmp_path_factory: pytest.TempPathFactory) -> Ite
         yield folder, url
 
 
+@pytest.mark.parametrize("distributed", ["ddp", "fsdp"])
 def test_two_ranks_share_one_server_and_rank_0_alone_pushes_each_update(
-    served: tuple[Path, str], tmp_path: Path
+    served: tuple[Path, str], tmp_path: Path, distributed: str
 ) -> None:
+    """Under fsdp the pushing rank writes each layer's weights as they are gathered, the other rank reading along."""
     folder, url = served
-    first, second = two_ranks("server", folder, tmp_path, "backend=server", f"server_url={url}", "server_timeout=120")
+    first, second = two_ranks(
+        "server", folder, tmp_path, "backend=server", f"server_url={url}", "server_timeout=120",
+        f"distributed={distributed}",
+    )  # fmt: skip
     assert first["pushes"] == 1 and second["pushes"] == 0  # one push per update, by rank 0
     assert first["version"] == second["version"] == 1  # both count the update
-    assert first["checksum"] == second["checksum"]  # the replicas rank 0 pushed for both are equal
+    assert first["whole_checksum"] == second["whole_checksum"]  # the weights rank 0 pushed for both are equal
+    # the update's push in a folder of its own, the first push's removed; a file per layer and two around them
+    assert first["folders"] == second["folders"] == ["push-000002"]
+    assert first["files"] == second["files"] > 2
     for rank in (first, second):
-        assert rank["file_is_the_policy"]  # the pushed file holds this rank's updated weights
+        assert rank["file_is_the_policy"]  # the pushed files hold this rank's updated weights
+        if distributed == "fsdp":  # every weight gathered on both ranks, never all at once (a layer's at most)
+            assert rank["gathered"] == rank["weights"] and rank["gathered_alive_most"] <= 9, rank
+        else:
+            assert rank["gathered"] == 0
         # The server samples the weights each rank holds, before and after the update (no stale copy).
         assert rank["error_before"] < 2e-3 and rank["error_after"] < 2e-3
         assert rank["changed"]
