@@ -22,6 +22,7 @@ from functools import lru_cache
 from typing import Any
 
 from sparring import pyast
+from sparring.envs.swe.fresh_imports import fresh_attributes, submodules
 
 __all__ = ["ORACLE", "Capability", "CapabilityFinder", "CapabilityIndex", "CapabilityUse", "OracleNames"]
 
@@ -42,6 +43,7 @@ class Capability:
     module_values: bool = False
     open_fd: bool = False
     module_stores: bool = False
+    loaded_submodules: bool = False
     foreign: tuple[str, ...] = ()
     arguments: tuple[str, ...] = ()
 
@@ -61,6 +63,7 @@ class Capability:
             module_values=bool(table.get("module_values", False)),
             open_fd=bool(table.get("open_fd", False)),
             module_stores=bool(table.get("module_stores", False)),
+            loaded_submodules=bool(table.get("loaded_submodules", False)),
             foreign=tuple(table.get("foreign", ())),
             arguments=tuple(table.get("arguments", ())),
         )
@@ -220,6 +223,11 @@ class CapabilityIndex:
         # modules that are not the repository's: the standard library's and the image's packages
         names = {n for c in self.caps if c.module_stores for n in c.foreign}
         self.foreign = frozenset(names | set(getattr(sys, "stdlib_module_names", ())) if names else ())
+        # modules whose submodules, read as attributes, must be loaded by the file's own imports: the standard
+        # library's and the image's (importing them on the host to measure that does nothing else)
+        listed = {n for c in self.caps for n in c.foreign} | set(getattr(sys, "stdlib_module_names", ()))
+        measuring = any(c.loaded_submodules for c in self.caps)
+        self.measured = frozenset(listed - _IMPORT_EFFECTS) if measuring else frozenset()
         # each capability's listed arguments, parsed: (callee or "*", keyword, position or None), and the callees
         # exempt from a keyword ("!callee:keyword")
         self.arguments: list[tuple[Capability, list[tuple[str, str, int | None]], list[tuple[str, str]]]] = []
@@ -413,6 +421,8 @@ class CapabilityFinder(ast.NodeVisitor):
         self.line_override: int | None = None
         self.oracle: OracleNames | None = None
         self._locals: dict[int, dict[str, list[ast.expr]]] = {}  # by function: its plain string locals
+        self.imported: set[str] = set()  # the measured modules the file imports (absolute names)
+        self._fresh: frozenset[str] | None = None
 
     # -- bookkeeping
 
@@ -423,8 +433,13 @@ class CapabilityFinder(ast.NodeVisitor):
             if isinstance(node, ast.Import):
                 for a in node.names:
                     self.aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+                    self.imported.add(a.name)
             elif isinstance(node, ast.ImportFrom):
                 base = "." * node.level + (node.module or "")
+                if not node.level and node.module:
+                    self.imported.add(node.module)
+                    self.imported.update(f"{node.module}.{a.name}" for a in node.names
+                                         if a.name != "*" and a.name in self.submodules(node.module))  # fmt: skip
                 for a in node.names:
                     if a.name != "*":
                         # ``from . import x`` is ``.x`` (the package's x), ``from .m import x`` is ``.m.x``
@@ -559,6 +574,42 @@ class CapabilityFinder(ast.NodeVisitor):
             return node.id
         return None
 
+    def submodules(self, package: str) -> frozenset[str]:
+        """``package``'s submodules, where it is a measured package (the standard library's or the image's)."""
+        return submodules(package) if package.split(".")[0] in self.index.measured else frozenset()
+
+    def fresh(self) -> frozenset[str]:
+        """Every ``package.attribute`` a fresh interpreter has after the file's imports of measured modules."""
+        if self._fresh is None:
+            self._fresh = fresh_attributes(tuple(sorted(m for m in self.imported
+                                                        if m.split(".")[0] in self.index.measured)))  # fmt: skip
+        return self._fresh
+
+    def submodule_read(self, node: ast.AST, parts: list[str], rooted: bool) -> None:
+        """A chain of attribute names (``email.message.Message``) that reads a submodule of a measured package
+        the file's imports do not load: present where the test runner loaded it, absent in a user's process. The
+        chain is read from its root where that is an imported name, and from every link named like a measured
+        top-level package (``compat.email.message``, the package held by another module)."""
+        starts = [0] if rooted else []
+        starts += [i for i in range(1, len(parts) - 1) if parts[i] in self.index.measured]
+        for start in starts:
+            for i in range(start + 1, len(parts)):
+                package, name = ".".join(parts[start:i]), parts[i]
+                if name not in self.submodules(package):
+                    break
+                if f"{package}.{name}" not in self.fresh():
+                    self.add(node, self.index.flagged("loaded_submodules"),
+                             f"submodule {package}.{name} read as an attribute, not imported")  # fmt: skip
+                    return
+
+    def package_value(self, node: ast.AST, module: str) -> None:
+        """A measured package used as a value (``dir(email)``, ``e = email``): its attributes are then read where
+        the check cannot see which, so it may have no submodule the file's imports leave unloaded."""
+        unloaded = sorted(s for s in self.submodules(module) if f"{module}.{s}" not in self.fresh())
+        if unloaded:
+            what = f"package {module} used as a value (its submodule {unloaded[0]} may be loaded or not)"
+            self.add(node, self.index.flagged("loaded_submodules"), what)
+
     def constant_getattr(self, node: ast.Call) -> bool:
         return (
             self.builtin(node.func, _GETATTR) is not None
@@ -605,6 +656,9 @@ class CapabilityFinder(ast.NodeVisitor):
         self.add(node, self.index.module(module), f"import {module}")
         for a in node.names:
             if a.name == "*":
+                if self.submodules(module) and f"{module}.__all__" not in self.fresh():
+                    # with no __all__, a star import copies whichever submodules happen to be loaded
+                    self.package_value(node, module)
                 if module.split(".")[0] in self.index.sensitive:
                     self.add(node, self.index.flagged("module_values"), f"from {module} import *")
                 continue
@@ -625,6 +679,10 @@ class CapabilityFinder(ast.NodeVisitor):
         module = self.aliases.get(node.id, "")
         if module and not (isinstance(parent, ast.Attribute) and parent.value is node):
             self.add(node, self.index.module(module), node.id)  # a refused module used as a value
+            if isinstance(node.ctx, ast.Load) and not (
+                isinstance(parent, ast.Call) and parent.args[:1] == [node] and self.constant_getattr(parent)
+            ):
+                self.package_value(node, module)
             self.class_from_data(node, module)
         if node.id == "__name__" and not isinstance(node.ctx, ast.Load):  # the module every class made here claims
             self.add(node, self.index.defining("__module__"), "__name__ bound")
@@ -696,6 +754,14 @@ class CapabilityFinder(ast.NodeVisitor):
                 and not (isinstance(parent, ast.Call) and parent.func is node)
             ):
                 self.add(node, self.index.flagged("dynamic_attributes"), f"{dotted} used as a value")
+            links: list[str] = []
+            link: ast.expr = node
+            while isinstance(link, ast.Attribute):
+                links.append(link.attr)
+                link = link.value
+            rooted = isinstance(link, ast.Name) and link.id in self.aliases
+            head = self.aliases[link.id].split(".") if rooted else ["?"]  # type: ignore[attr-defined]
+            self.submodule_read(node, [*head, *reversed(links)], rooted)
             if dotted is not None:
                 self.renamed_module(node, dotted)
                 self.class_from_data(node, dotted)
@@ -741,6 +807,8 @@ class CapabilityFinder(ast.NodeVisitor):
                     root = node.args[0]
                     while isinstance(root, ast.Attribute):
                         root = root.value
+                    self.submodule_read(node, f"{base}.{attr}".split("."),
+                                        isinstance(root, ast.Name) and root.id in self.aliases)  # fmt: skip
                     if isinstance(root, ast.Name) and root.id in self.aliases:
                         store = ast.Store() if func in ("setattr", "delattr") else ast.Load()
                         self.foreign_attribute(node, f"{base}.{attr}", store)
