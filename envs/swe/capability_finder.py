@@ -225,9 +225,9 @@ class CapabilityIndex:
         self.foreign = frozenset(names | set(getattr(sys, "stdlib_module_names", ())) if names else ())
         # modules whose submodules, read as attributes, must be loaded by the file's own imports: the standard
         # library's and the image's (importing them on the host to measure that does nothing else)
-        listed = {n for c in self.caps for n in c.foreign} | set(getattr(sys, "stdlib_module_names", ()))
+        measurable = {n for c in self.caps for n in c.foreign} | set(getattr(sys, "stdlib_module_names", ()))
         measuring = any(c.loaded_submodules for c in self.caps)
-        self.measured = frozenset(listed - _IMPORT_EFFECTS) if measuring else frozenset()
+        self.measured = frozenset(measurable - _IMPORT_EFFECTS) if measuring else frozenset()
         # each capability's listed arguments, parsed: (callee or "*", keyword, position or None), and the callees
         # exempt from a keyword ("!callee:keyword")
         self.arguments: list[tuple[Capability, list[tuple[str, str, int | None]], list[tuple[str, str]]]] = []
