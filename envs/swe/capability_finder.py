@@ -160,6 +160,10 @@ _NAMED_ATTRIBUTE_METHODS = ("__setattr__", "__delattr__", "__getattribute__", "_
 _FORMAT_METHODS = frozenset({"format", "format_map"})
 #: Attribute names under which the standard library's modules keep the interpreter's own modules (`x.sys`,
 #: `collections._sys`, `tempfile._os`): wherever a chain starts, each reads that module.
+#: Class attributes that hand attribute names to the interpreter as data: a class pattern's positional
+#: subpatterns are read by ``getattr`` with the names of ``__match_args__``, and ``copy``/``pickle`` read every
+#: slot of ``__slots__`` the same way (on a class with a forwarding ``__getattr__``, any object's attribute).
+_NAMES_AS_DATA = frozenset({"__match_args__", "__slots__"})
 _MODULE_ATTRIBUTES = frozenset({"sys", "_sys", "os", "_os", "posix", "_posix", "builtins", "_builtins", "gc", "_gc",
                                 "_io", "_imp", "importlib", "_importlib", "_bootstrap", "_frozen_importlib",
                                 "_operator"})  # fmt: skip
@@ -670,6 +674,8 @@ class CapabilityFinder(ast.NodeVisitor):
         if not isinstance(node.ctx, ast.Load):
             # every binding of a name: `a, __eq__ = ...`, `for __eq__ in`, `(__eq__ := f)`, `with f as __eq__`
             self._definition(node, node.id)
+            if node.id in _NAMES_AS_DATA:
+                self.names_as_data(node, node.id)
         parent = getattr(node, "_sparring_parent", None)
         name = self.builtin(node, {n for c in self.index.caps for n in c.names})
         if name is not None:
@@ -745,6 +751,8 @@ class CapabilityFinder(ast.NodeVisitor):
             self.add(node, self.index.flagged("dynamic_attributes"), f".{node.attr} on an object not known statically")
         if isinstance(node.ctx, ast.Store):
             self.add(node, self.index.defining(node.attr), f".{node.attr} assigned")
+            if node.attr in _NAMES_AS_DATA:
+                self.names_as_data(node, node.attr)
         parent = getattr(node, "_sparring_parent", None)
         if not (isinstance(parent, ast.Attribute) and parent.value is node):  # the whole chain, once
             dotted = self.dotted(node)
@@ -802,6 +810,8 @@ class CapabilityFinder(ast.NodeVisitor):
                 self.add(node, (c for c in self.index.caps if attr in c.attribute_names), f"{func} {attr!r}")
                 if func == "setattr":
                     self.add(node, self.index.defining(attr), f"setattr {attr!r}")
+                    if attr in _NAMES_AS_DATA:
+                        self.names_as_data(node, attr)
                 if base is not None:
                     self.add(node, self.index.attribute(f"{base}.{attr}"), f"{base}.{attr}")
                     root = node.args[0]
@@ -819,6 +829,8 @@ class CapabilityFinder(ast.NodeVisitor):
         for keyword in node.keywords:  # dict(__eq__=f), SimpleNamespace(__eq__=f): a definition by keyword
             if keyword.arg is not None:
                 self._definition(node, keyword.arg)
+                if keyword.arg in _NAMES_AS_DATA:
+                    self.names_as_data(node, keyword.arg)
         if isinstance(node.func, ast.Attribute) and node.func.attr in _NAMED_ATTRIBUTE_METHODS:
             # obj.__setattr__(name, v) or T.__setattr__(obj, name, v): the name is second from the end
             at = len(node.args) - (2 if node.func.attr == "__setattr__" else 1)
@@ -931,6 +943,8 @@ class CapabilityFinder(ast.NodeVisitor):
             return
         for key in namespace.keys:
             self._definition(node, key.value)  # type: ignore[union-attr]
+            if key.value in _NAMES_AS_DATA:  # type: ignore[union-attr]
+                self.names_as_data(node, key.value)  # type: ignore[union-attr]
 
     def foreign_attribute(self, node: ast.AST, dotted: str, ctx: ast.expr_context) -> None:
         """Replacing an attribute of a module that is not the repository's, or reading a private one."""
@@ -940,6 +954,23 @@ class CapabilityFinder(ast.NodeVisitor):
             self.add(node, self.index.flagged("module_stores"), f"{dotted} replaced")
         elif any(p.startswith("_") and not p.startswith("__") for p in dotted.split(".")[1:]):
             self.add(node, self.index.flagged("module_stores"), f"private {dotted}")
+
+    def names_as_data(self, node: ast.AST, name: str) -> None:
+        """``__match_args__`` or ``__slots__`` bound: the interpreter reads each name it holds by ``getattr``, so
+        each must be a string constant in a class body's assignment, checked as an attribute of an unknown object."""
+        statement = getattr(node, "_sparring_parent", None)
+        body = getattr(statement, "_sparring_parent", None)
+        value = statement.value if isinstance(statement, ast.Assign | ast.AnnAssign) else None
+        if isinstance(statement, ast.Assign) and statement.targets != [node]:
+            value = None
+        items = value.elts if isinstance(value, ast.Tuple | ast.List) else [value]
+        if not isinstance(body, ast.ClassDef) or not all(
+            isinstance(i, ast.Constant) and isinstance(i.value, str) for i in items
+        ):
+            self.add(node, self.index.flagged("dynamic_attributes"), f"{name} with names the check cannot read")
+            return
+        for item in items:
+            self.unknown_attribute(node, item.value, f"{name} name ")  # type: ignore[union-attr]
 
     def _definition(self, node: ast.AST, name: str) -> None:
         self.add(node, self.index.defining(name), f"{name} defined")
@@ -969,6 +1000,9 @@ class CapabilityFinder(ast.NodeVisitor):
     visit_ClassDef = visit_ExceptHandler = visit_MatchAs = visit_MatchStar = visit_MatchMapping = _bound_name
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if isinstance(getattr(node, "_sparring_parent", None), ast.ClassDef) and isinstance(node.target, ast.Name):
+            # a field of a class body: dataclasses' replace, asdict and generated __match_args__ read it by getattr
+            self.unknown_attribute(node, node.target.id, "class field ")
         self.visit_annotation(node.annotation)
         self.visit(node.target)
         if node.value is not None:

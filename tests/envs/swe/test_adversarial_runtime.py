@@ -1389,6 +1389,21 @@ def test_code_near_the_oracle_tests_is_allowed() -> None:
         ("import resource\n", "import resource (runner_state)"),
         ("import sys\nbig = sys.getallocatedblocks() > 100000\n", "sys.getallocatedblocks (runner_state)"),
         ("import linecache\nread = len(linecache.cache)\n", "linecache.cache (runner_state)"),
+        # the eighth review: attribute names given as data to what reads them by getattr, on an object whose
+        # __getattr__ forwards (codecs.StreamReader's, isodate's Duration): sys, then sys.modules (graded solved)
+        (
+            "import codecs\nclass F(codecs.StreamReader):\n    __match_args__ = ('_s' + 'ys',)\n",
+            "__match_args__ with names the check cannot read",
+        ),
+        ("class F:\n    __match_args__ = ('modules',)\n", "__match_args__ name modules"),
+        ("class F:\n    __slots__ = ['_sys']\n", "__slots__ name _sys"),
+        ("class F:\n    pass\nF.__match_args__ = ('x',)\n", "__match_args__ with names the check cannot read"),
+        ("F = type('F', (), {'__slots__': ('x',)})\n", "__slots__ with names the check cannot read"),
+        (
+            "import dataclasses\n@dataclasses.dataclass(init=False)\nclass F:\n    _sys: object\n",
+            "class field _sys",
+        ),
+        ("import typing\nclass F(typing.NamedTuple):\n    argv: list\n", "class field argv"),
     ],
 )
 def test_the_ast_check_refuses_the_new_constructs(source: str, refused: str) -> None:
@@ -1447,6 +1462,11 @@ def test_ordinary_code_near_the_new_constructs_is_allowed() -> None:
         "from xml import *\n",
         "import time\nx = time.time(), time.perf_counter(), time.monotonic(), time.sleep\n",
         "import sys\nx = sys.maxsize, sys.version_info\n",
+        # the eighth review's neighbours: fields, slots and match arguments of ordinary names
+        "import dataclasses\n@dataclasses.dataclass\nclass P:\n    name: str\n    path: str = ''\n"
+        "    __match_args__ = ('name', 'path')\n",
+        "class P:\n    __slots__ = ('x', '_y')\n\nclass Q(P):\n    __slots__ = ()\n\nclass R:\n    __slots__ = 'z'\n",
+        "def f(p):\n    match p:\n        case P(x, y=0):\n            return x\n",
     ):
         assert added_uses("pkg/m.py", source.encode(), None, [], CAPS) == [], source
 
