@@ -38,8 +38,10 @@ Each check answers a list of problems, which the recorder puts into the record's
   a metaclass). Every class is found through ``__subclasses__`` from ``object`` when collection ends, at the start of
   every garbage collection and at unconfigure (a class lives until the collector frees it, so one
   made and dropped within a test is still seen). A class may hold no attribute named by anything
-  but a plain ``str`` (a ``str`` subclass key is found by attribute lookup as the plain name). An
-  added ``def __eq__`` is the AST check's.
+  but a plain ``str`` (a ``str`` subclass key is found by attribute lookup as the plain name), and
+  no dataclass field or ``__match_args__`` entry that is not an identifier (dataclasses compiles the
+  field names into ``__eq__``: ``"x,<any expression>"`` is code, however the annotations were written).
+  An added ``def __eq__`` is the AST check's.
 
 What is left: a change made and undone within one test (between two checks), and in-place changes
 to plain data (a list a test iterates); see docs/swe.md.
@@ -85,6 +87,12 @@ IMPORT_SYSTEM = ("meta_path", "path_hooks", "path_importer_cache", "modules")
 COMPARISON = frozenset({"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__instancecheck__",
                         "__subclasscheck__"})  # fmt: skip
 
+#: Class attributes whose names dataclasses writes into the code it executes (``__eq__`` compares ``(self.NAME,)``)
+#: or the interpreter reads by ``getattr``: a name that is no identifier (``"x,<any expression>"``, written into
+#: the annotations by a metaclass or a base's ``__init_subclass__`` before ``@dataclass`` runs) is code.
+NAMES_AS_CODE = frozenset({"__dataclass_fields__", "__match_args__"})
+_IDENTIFIER = str.isidentifier
+
 _SUBCLASSES = type.__dict__["__subclasses__"]  # read through the type, not through a metaclass's hooks
 _INSTRUCTIONS = dis.get_instructions
 _COMPILE = compile  # the builtin as it was when the harness loaded, before any of the repository's code ran
@@ -99,6 +107,17 @@ def _code_parts(function):
     if type(function) is not _FUNCTION:
         return (None, None, None)
     return (function.__code__, function.__defaults__, function.__kwdefaults__)
+
+
+def _names_held(value):
+    """The names a class's ``__dataclass_fields__`` (its keys, and each ``Field``'s own name) or ``__match_args__``
+    holds; anything else is itself the odd name."""
+    if type(value) is dict:
+        fields = sys.modules.get("dataclasses")
+        field = fields.__dict__.get("Field") if type(fields) is _MODULE else None
+        own = [type.__dict__["__dict__"].__get__(field)["name"].__get__(f) for f in value.values() if type(f) is field]
+        return [*value, *own]
+    return list(value) if type(value) is tuple else [value]
 
 
 def _key(cls):
@@ -467,6 +486,10 @@ class Watch:
                     why = self._not_a_definition(key, value, _QUALNAME(cls))
                     if why:
                         problems.append(f"class {_QUALNAME(cls)} has {key} = {why}, not a def of {key}")
+                elif key in NAMES_AS_CODE:
+                    odd = next((n for n in _names_held(value) if type(n) is not str or not _IDENTIFIER(n)), None)
+                    if odd is not None:
+                        problems.append(f"class {_QUALNAME(cls)} has {key} naming {odd!r}, not an identifier")
         return problems
 
     def _trusted_class(self, cls):

@@ -660,6 +660,50 @@ def test_a_fix_gated_on_the_call_stack_read_as_text_is_not_solved(
     assert f"refused sys._getframe: /repo/{SOURCE}" in grade.error and gate.replace("_c", "C") in grade.error, grade
 
 
+#: Code in a dataclass's field names, written into its annotations by data before ``@dataclass`` runs (which
+#: compiles ``(self.NAME,)==(other.NAME,)`` into ``__eq__``): the module table read where ``__eq__`` runs, with no
+#: name the AST check knows. The eighth review graded each solved, reward 1, with the bug left in.
+_PROBE = (
+    "\n\n@_dc.dataclass(init=False, repr=False)\nclass _Probe({base}):\n"
+    '    """A probe."""\n\n{fields}    x = 0\n\n\n'
+    "def _runner():\n    _Probe() == _Probe()\n    return ('py' + 'test') in _SEEN['m']\n"
+)
+_FIELD_CODE = "'x,_SEEN.update(m=__imp' + 'ort__(\"sys\").modules)'"
+DATACLASS_CODE_GATES = {
+    "a_metaclass": (
+        "import dataclasses as _dc\n\n_SEEN = {}\n\n\nclass _Meta(type):\n    def __new__(mcs, name, bases, ns):\n"
+        f"        ns['__annot' + 'ations__'][{_FIELD_CODE}] = int\n"
+        "        return super().__new__(mcs, name, bases, ns)\n"
+        + _PROBE.format(base="metaclass=_Meta", fields="    y: int = 0\n")
+    ),
+    "a_base_s_init_subclass_through_copy": (  # copy._reconstruct, a private function reached through a variable
+        "import copy as _cp\nimport dataclasses as _dc\n\n_SEEN = {}\n\n\nclass _Base:\n"
+        "    def __init_subclass__(cls, **kw):\n        c = _cp\n"
+        "        c._reconstruct(cls, None, (lambda: cls), (),\n"
+        f"                       (None, {{'__annot' + 'ations__': {{{_FIELD_CODE}: int}}}}))\n"
+        + _PROBE.format(base="_Base", fields="")
+    ),
+}
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("gate", sorted(DATACLASS_CODE_GATES))
+def test_a_fix_gated_through_code_in_a_dataclass_s_field_names_is_not_solved(
+    pool: Any,  # noqa: F811
+    task: dict[str, Any],  # noqa: F811
+    gate: str,
+) -> None:
+    """Past the AST check: the watch's class check refuses a dataclass field name that is no identifier."""
+    before = _with(pool, task, "")
+    repair = _gated(before, DATACLASS_CODE_GATES[gate])
+    assert added_uses(SOURCE, repair, before, (), CAPS, [TESTS]) == []
+    grade = _grade(pool, task, {SOURCE: repair})
+    assert not grade.solved and grade.status == "crash", grade
+    assert "class _Probe has __dataclass_fields__ naming 'x," in grade.error, grade
+
+
 #: Gates on what the plain run refuses without a trace: were grading's first run refused the same, a
 #: fix keyed on the refusal would be on in both runs (and off for every user).
 REFUSAL_GATES = {
