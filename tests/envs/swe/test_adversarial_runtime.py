@@ -1130,9 +1130,21 @@ def test_the_class_check_passes_what_libraries_make_and_refuses_foreign_comparis
             type("BySlot", (str,), {"__eq__": str.__ne__}),
             type("ByPartial", (str,), {"__eq__": functools.partial(str.__ne__, "")}),
         ]
+        class Coded(type):  # a field name that is code, written before @dataclass runs (the eighth review)
+            def __new__(mcs, name: str, bases: tuple[type, ...], ns: dict[str, Any]) -> Any:
+                ns["__annotations__"]["x,len('')"] = int
+                return super().__new__(mcs, name, bases, ns)
+
+        @dataclasses.dataclass(init=False, repr=False)
+        class Probe(metaclass=Coded):
+            y: int = 0
+            x = 0
+
         found = watch.comparisons()
         for cls in planted:
             assert any(f"class {cls.__qualname__} has __eq__ = " in p for p in found), (cls, found)
+        assert any("Probe has __dataclass_fields__ naming \"x,len('')\", not an identifier" in p for p in found)
+        assert not any("Version" in p or "Pinned" in p for p in found), found
     finally:
         gc.callbacks.remove(watch._collecting)
 
