@@ -158,12 +158,12 @@ _WRITE_ONLY = frozenset({"os.environ", "os.environb"})
 _NAMED_ATTRIBUTE_METHODS = ("__setattr__", "__delattr__", "__getattribute__", "__getattr__")
 #: str's methods that look up each field of their template (``{0.a.b[c]}``) on their arguments, by name.
 _FORMAT_METHODS = frozenset({"format", "format_map"})
-#: Attribute names under which the standard library's modules keep the interpreter's own modules (`x.sys`,
-#: `collections._sys`, `tempfile._os`): wherever a chain starts, each reads that module.
 #: Class attributes that hand attribute names to the interpreter as data: a class pattern's positional
 #: subpatterns are read by ``getattr`` with the names of ``__match_args__``, and ``copy``/``pickle`` read every
 #: slot of ``__slots__`` the same way (on a class with a forwarding ``__getattr__``, any object's attribute).
 _NAMES_AS_DATA = frozenset({"__match_args__", "__slots__"})
+#: Attribute names under which the standard library's modules keep the interpreter's own modules (`x.sys`,
+#: `collections._sys`, `tempfile._os`): wherever a chain starts, each reads that module.
 _MODULE_ATTRIBUTES = frozenset({"sys", "_sys", "os", "_os", "posix", "_posix", "builtins", "_builtins", "gc", "_gc",
                                 "_io", "_imp", "importlib", "_importlib", "_bootstrap", "_frozen_importlib",
                                 "_operator"})  # fmt: skip
