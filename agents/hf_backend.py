@@ -82,25 +82,46 @@ class HFGenerator:
 
         Args:
             state_dict: Tensors to copy into the model, by parameter name (the trainer's
-                ``model.state_dict()``, or part of it). None: the caller already changed the
-                model's parameters (an optimizer step on a shared ``model_obj``); nothing here holds
-                a copy of them, so only the version moves.
+                ``model.state_dict()``, or part of it). Each is read once, in the mapping's order, and
+                copied before the next is read (a sharded policy's weights, gathered as they are read,
+                are never all whole at once). None: the caller already changed the model's parameters
+                (an optimizer step on a shared ``model_obj``); nothing here holds a copy of them, so only
+                the version moves.
 
         Raises:
-            SparringError: ``state_dict`` names tensors the model does not have.
+            SparringError: ``state_dict`` names tensors the model does not have, or of other shapes.
         """
+        import torch
+
         with self._lock:
             if state_dict is not None:
+                own = self.model.state_dict()
                 # Checked before loading: a refused update must leave the weights as they were.
-                unknown = sorted(set(state_dict) - set(self.model.state_dict()))
+                unknown = sorted(set(state_dict) - set(own))
                 if unknown:
                     raise SparringError(
                         f"the state dict names {len(unknown)} tensors that {self.name} does not have "
                         f"({', '.join(unknown[:3])}, ...); pass the policy's own model.state_dict()."
                     )
-                self.model.load_state_dict(dict(state_dict), strict=False)  # a partial dict: only what it names
+                if isinstance(state_dict, dict):  # its tensors are at hand (a mapping's may be gathered on reading)
+                    for name, value in state_dict.items():
+                        self._check_shape(name, value, own[name])
+                with torch.no_grad():
+                    for name in state_dict:  # a partial dict: only what it names
+                        value = state_dict[name]
+                        self._check_shape(name, value, own[name])
+                        own[name].copy_(value)  # copied before the next is read
+                        del value
             self._version += 1
             return self._version
+
+    def _check_shape(self, name: str, value: Any, own: Any) -> None:
+        """Refuse a tensor of another shape than the weight it would go into (copying would broadcast it)."""
+        if tuple(value.shape) != tuple(own.shape):
+            raise SparringError(
+                f"the state dict's {name} has shape {tuple(value.shape)}, {self.name}'s {tuple(own.shape)}; pass "
+                "the policy's own model.state_dict()."
+            )
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Generation]:
         """Continue every prompt (see :class:`~sparring.agents.generation.Generator`).

@@ -41,7 +41,7 @@ from sparring.envs.core import Episode
 from sparring.training.backends import build_generator
 from sparring.training.config import TrainConfig
 from sparring.training.credit import outcome_advantages, token_advantages, turn_advantages, zero_variance_groups
-from sparring.training.fsdp import IDLE, GatheredWeights, full_state_dict, idle_passes, is_sharded, replica, shard
+from sparring.training.fsdp import IDLE, GatheredWeights, idle_passes, is_sharded, replica, shard
 from sparring.training.game import GAMES, ReplayBuffer, Rollout, play_iteration
 from sparring.training.loss import LossConfig, policy_loss
 from sparring.training.memory import release
@@ -174,12 +174,10 @@ class Trainer:
         are kept in ``weight_sync_seconds``.
         """
         t0 = time.perf_counter()
-        if is_sharded(self.policy_model) and self.config.backend in ("vllm", "server"):
-            # the engine's reload, or the server's pusher writing a layer at a time (the other ranks reading along),
-            # reads each weight once, in order, on every rank: gathered one at a time as it is read
+        if is_sharded(self.policy_model):
+            # the engine's reload, the HF copy's load, or the server's pusher writing a layer at a time (the other
+            # ranks reading along) reads each weight once, in order, on every rank: gathered one at a time as read
             self.generator.update_weights(GatheredWeights(self.policy_model))
-        elif is_sharded(self.policy_model):  # the HF copy loads a whole dict
-            self.generator.update_weights(full_state_dict(self.policy_model))
         else:
             self.generator.update_weights(self.policy_model.state_dict() if self.generator_copy else None)
         self.weight_sync_seconds = time.perf_counter() - t0

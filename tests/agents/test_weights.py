@@ -89,3 +89,7 @@ def test_update_refuses_unknown_tensors(hf_generator: Any) -> None:
         hf_generator.update_weights({CHANGED: torch.zeros_like(kept), "not.a.weight": torch.zeros(1)})
     assert torch.equal(weight, kept)  # checked before loading: no tensor of a refused dict is copied
     assert hf_generator.weights_version == version
+    # a tensor of another shape (which copying would broadcast into the weight) is refused the same way
+    with pytest.raises(SparringError, match="has shape"):
+        hf_generator.update_weights({CHANGED: torch.zeros_like(kept), "lm_head.weight": torch.zeros(kept.shape[-1])})
+    assert torch.equal(weight, kept) and hf_generator.weights_version == version

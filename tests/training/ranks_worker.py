@@ -174,11 +174,17 @@ def fsdp_update(trainer: Trainer, rank: int) -> dict[str, Any]:
     seq = to_sequence(fsdp_rollouts(0)[0].episode)  # the same on every rank: the passes meet the other ranks
     with torch.no_grad():
         ours, reference = action_logprobs(trainer.policy_model, seq), action_logprobs(trainer.reference, seq)
-    trainer.reinforce(fsdp_rollouts(rank))
+    with _gathers_counted() as gathered:  # the HF copy takes each weight as it is gathered, then the next
+        trainer.reinforce(fsdp_rollouts(rank))
     weights = full_state_dict(trainer.policy_model)
     if rank == 0:
         torch.save(weights, trainer.out / "weights.pt")
+    sampled = trainer.generator.model.state_dict()  # type: ignore[attr-defined]
     return {
+        "gathered": gathered["count"],
+        "gathered_alive_most": gathered["alive_most"],
+        "weights": len(weights),
+        "copy_is_the_policy": all(torch.equal(sampled[k], v) for k, v in weights.items()),
         "sharded": is_sharded(trainer.policy_model),
         "reference_sharded": is_sharded(trainer.reference),
         "reference_error": float((ours - reference).abs().max()),  # the frozen copy scores as the policy did

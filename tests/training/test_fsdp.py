@@ -52,6 +52,9 @@ def test_an_fsdp_update_equals_the_single_process_update(
     (first, second), folder = fsdp[0]["fsdp_update"], fsdp[1]
     assert first["sharded"] and second["sharded"] and first["reference_sharded"]
     assert first["reference_error"] < 1e-6 and second["reference_error"] < 1e-6
+    for rank in (first, second):  # the HF copy took the new weights, gathered one at a time (a layer's at most)
+        assert rank["copy_is_the_policy"] and rank["gathered"] == rank["weights"], rank
+        assert rank["gathered_alive_most"] <= 9, rank
     sharded = torch.load(folder / "fsdp_update" / "run" / "weights.pt", map_location="cpu")
     trainer = _single(smol_tokenizer, tmp_path, *SCENARIO_OVERRIDES["fsdp_update"])
     start = {k: v.detach().clone() for k, v in trainer.policy_model.state_dict().items()}
