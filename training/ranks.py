@@ -10,6 +10,7 @@ reduction, whatever it holds. With one process each function is the identity (mi
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable
 
 import torch
@@ -41,8 +42,16 @@ def world_size() -> int:
 
 def close_ranks() -> None:
     """End this process's part of a multi-rank run: the process group is torn down here, in order, rather than
-    by the interpreter's exit (a gloo group left to it can abort the process after the run has ended)."""
+    by the interpreter's exit (a gloo group left to it can abort the process after the run has ended).
+
+    Call it once the run's trainers are dropped. A DDP model's gradient reducer holds the process group, and
+    frees it holding the interpreter's lock: were it the group's last holder, the group's end would wait for
+    gloo's threads while one of them waits for that lock to free a tensor of the last collective (a run that
+    finished, hanging at exit). So whatever still holds a reducer in a reference cycle is collected first,
+    while the group is registered, and the group ends last, through its own release of the lock.
+    """
     if dist.is_available() and dist.is_initialized():
+        gc.collect()
         dist.barrier()
         dist.destroy_process_group()
 

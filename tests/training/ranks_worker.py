@@ -506,6 +506,7 @@ def main() -> None:
         trainer = Trainer(config, model=model, tokenizer=tokenizer)
         results[scenario] = gather_objects(SCENARIOS[scenario](trainer, trainer.rank))
         dist.barrier()
+        del trainer, model  # as `sparring train` drops its trainer before the ranks close (close_ranks)
     if dist.get_rank() == 0:
         out.write_text(json.dumps({"scenarios": results}))
     close_ranks()  # as `sparring train` ends
