@@ -316,6 +316,11 @@ def stdlib_object(dotted: str) -> Any:
     return _MISSING
 
 
+def _is_module(dotted: str) -> bool:
+    """Whether a standard-library name (``copy``, ``xml.dom``) is a module."""
+    return isinstance(stdlib_object(dotted), types.ModuleType)
+
+
 @lru_cache(maxsize=16)
 def _listed_objects(caps: tuple[Capability, ...]) -> dict[int, tuple[Any, list[Capability]]]:
     """The listed functions and classes of ``caps``, and the refused builtins, by identity: what each is listed
@@ -426,6 +431,7 @@ class CapabilityFinder(ast.NodeVisitor):
         self.oracle: OracleNames | None = None
         self._locals: dict[int, dict[str, list[ast.expr]]] = {}  # by function: its plain string locals
         self.imported: set[str] = set()  # the measured modules the file imports (absolute names)
+        self.module_names: set[str] = set()  # names an ``import`` statement binds (each a module)
         self._fresh: frozenset[str] | None = None
 
     # -- bookkeeping
@@ -437,6 +443,7 @@ class CapabilityFinder(ast.NodeVisitor):
             if isinstance(node, ast.Import):
                 for a in node.names:
                     self.aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+                    self.module_names.add(a.asname or a.name.split(".")[0])
                     self.imported.add(a.name)
             elif isinstance(node, ast.ImportFrom):
                 base = "." * node.level + (node.module or "")
@@ -702,6 +709,26 @@ class CapabilityFinder(ast.NodeVisitor):
             and not (isinstance(parent, ast.Call) and parent.args[:1] == [node] and self.constant_getattr(parent))
         ):
             self.add(node, self.index.flagged("module_values"), f"module {module} used as a value")
+        elif module and isinstance(node.ctx, ast.Load) and (node.id in self.module_names or _is_module(module)):
+            self.foreign_module_value(node, module)
+
+    def foreign_module_value(self, node: ast.AST, module: str) -> None:
+        """A module of the standard library or the image bound, stored, passed or returned as a value (``c = copy``,
+        ``[copy][0]``, ``f(copy)``): its private attributes (``c._reconstruct``, which sets any attribute from data)
+        are then read where the check cannot tell them from ``self._x``. Reading an attribute of it, a constant
+        ``getattr`` on it and a truth or identity test (``if json is None``, an optional import) stay allowed."""
+        parent = getattr(node, "_sparring_parent", None)
+        if module.startswith(".") or module.split(".")[0] not in self.index.foreign:
+            return
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            return
+        if isinstance(parent, ast.Call) and parent.args[:1] == [node] and self.constant_getattr(parent):
+            return
+        tested = isinstance(parent, ast.If | ast.IfExp | ast.While) and parent.test is node
+        negated = isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not)
+        if tested or negated or isinstance(parent, ast.Compare):
+            return
+        self.add(node, self.index.flagged("module_values"), f"module {module} used as a value")
 
     def attribute_name(self, node: ast.AST, attr: str, how: str) -> None:
         """An attribute read whose object is not known statically: refused by name alone."""
@@ -792,6 +819,9 @@ class CapabilityFinder(ast.NodeVisitor):
                     and (root.id in self.aliases)
                 ):
                     self.add(node, self.index.flagged("module_values"), f"module {dotted} used as a value")
+                elif isinstance(root, ast.Name) and root.id in self.aliases and isinstance(node.ctx, ast.Load):
+                    if not (isinstance(parent, ast.Call) and parent.func is node) and _is_module(dotted):
+                        self.foreign_module_value(node, dotted)  # `m = xml.dom`, `[email.utils][0]`
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -997,7 +1027,22 @@ class CapabilityFinder(ast.NodeVisitor):
             self._definition(node, name)
         self.generic_visit(node)
 
-    visit_ClassDef = visit_ExceptHandler = visit_MatchAs = visit_MatchStar = visit_MatchMapping = _bound_name
+    visit_ExceptHandler = visit_MatchAs = visit_MatchStar = visit_MatchMapping = _bound_name
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        """A class statement; one that makes a metaclass (a base of ``type``) or is made by one that is not the
+        standard library's writes class namespaces by keys the check cannot read (``ns['__match' + '_args__']``)."""
+        for base in node.bases:
+            dotted = self.dotted(base) or ""
+            obj = stdlib_object(dotted) if dotted else _MISSING
+            if self.builtin(base, {"type"}) or (isinstance(obj, type) and issubclass(obj, type)):
+                self.add(node, self.index.flagged("dynamic_attributes"), f"metaclass {node.name} defined")
+        for keyword in node.keywords:
+            meta = self.dotted(keyword.value) if keyword.arg == "metaclass" else None
+            if keyword.arg == "metaclass" and (not meta or stdlib_object(meta) is _MISSING):
+                self.add(node, self.index.flagged("dynamic_attributes"), f"class {node.name} made by a metaclass "
+                         f"the check cannot read ({ast.unparse(keyword.value)})")  # fmt: skip
+        self._bound_name(node)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if isinstance(getattr(node, "_sparring_parent", None), ast.ClassDef) and isinstance(node.target, ast.Name):
