@@ -22,7 +22,7 @@ from functools import lru_cache
 from typing import Any
 
 from sparring import pyast
-from sparring.envs.swe.fresh_imports import fresh_attributes, submodules
+from sparring.envs.swe.fresh_imports import fresh_attributes, held_packages, submodules
 
 __all__ = ["ORACLE", "Capability", "CapabilityFinder", "CapabilityIndex", "CapabilityUse", "OracleNames"]
 
@@ -433,6 +433,7 @@ class CapabilityFinder(ast.NodeVisitor):
         self.imported: set[str] = set()  # the measured modules the file imports (absolute names)
         self.module_names: set[str] = set()  # names an ``import`` statement binds (each a module)
         self._fresh: frozenset[str] | None = None
+        self._held: dict[str, str] | None = None
 
     # -- bookkeeping
 
@@ -596,6 +597,33 @@ class CapabilityFinder(ast.NodeVisitor):
                                                         if m.split(".")[0] in self.index.measured)))  # fmt: skip
         return self._fresh
 
+    def held(self) -> dict[str, str]:
+        """``module.attribute`` -> the package it holds, after a fresh interpreter runs the file's imports
+        (``shutil.collections``: ``collections``)."""
+        if self._held is None:
+            self._held = held_packages(tuple(sorted(m for m in self.imported
+                                                    if m.split(".")[0] in self.index.measured)))  # fmt: skip
+        return self._held
+
+    def held_chain(self, node: ast.AST, parts: list[str], whole: bool) -> None:
+        """A chain rooted at an imported module, read link by link as a fresh interpreter has it: where a link is
+        a package the module before it holds (``shutil.collections``), the rest of the chain is read from that
+        package (``.abc``, a submodule), and the chain used whole (``c = shutil.collections``) is that package
+        used as a value."""
+        current = parts[0]
+        for i in range(1, len(parts)):
+            if parts[i] in self.submodules(current):
+                current = f"{current}.{parts[i]}"
+                continue
+            package = self.held().get(f"{current}.{parts[i]}") if current.split(".")[0] in self.index.measured else None
+            if package is None:
+                return
+            current = package
+            if i + 1 < len(parts):
+                self.submodule_read(node, [package, *parts[i + 1 :]], True)
+            elif whole:
+                self.package_value(node, package)
+
     def submodule_read(self, node: ast.AST, parts: list[str], rooted: bool) -> None:
         """A chain of attribute names (``email.message.Message``) that reads a submodule of a measured package
         the file's imports do not load: present where the test runner loaded it, absent in a user's process. The
@@ -620,6 +648,17 @@ class CapabilityFinder(ast.NodeVisitor):
         if unloaded:
             what = f"package {module} used as a value (its submodule {unloaded[0]} may be loaded or not)"
             self.add(node, self.index.flagged("loaded_submodules"), what)
+
+    def module_value(self, node: ast.AST, module: str) -> None:
+        """A measured module used as a value: a package itself, the package a module holds (``from shutil import
+        collections``), or a module whose held packages are then read where the check cannot see
+        (``match tokenize: case object(collections=c)``)."""
+        parts = module.split(".")
+        self.held_chain(node, parts, True)
+        self.package_value(node, module)
+        if module.split(".")[0] in self.index.measured:
+            for package in sorted({p for held, p in self.held().items() if held.rsplit(".", 1)[0] == module}):
+                self.package_value(node, package)
 
     def constant_getattr(self, node: ast.Call) -> bool:
         return (
@@ -695,7 +734,7 @@ class CapabilityFinder(ast.NodeVisitor):
             if isinstance(node.ctx, ast.Load) and not (
                 isinstance(parent, ast.Call) and parent.args[:1] == [node] and self.constant_getattr(parent)
             ):
-                self.package_value(node, module)
+                self.module_value(node, module)
             self.class_from_data(node, module)
         if node.id == "__name__" and not isinstance(node.ctx, ast.Load):  # the module every class made here claims
             self.add(node, self.index.defining("__module__"), "__name__ bound")
@@ -794,9 +833,19 @@ class CapabilityFinder(ast.NodeVisitor):
             while isinstance(link, ast.Attribute):
                 links.append(link.attr)
                 link = link.value
+            while isinstance(link, ast.Call) and self.constant_getattr(link):  # getattr(shutil, "collections").abc
+                link = link.args[0]
+                while isinstance(link, ast.Attribute):
+                    link = link.value
             rooted = isinstance(link, ast.Name) and link.id in self.aliases
-            head = self.aliases[link.id].split(".") if rooted else ["?"]  # type: ignore[attr-defined]
-            self.submodule_read(node, [*head, *reversed(links)], rooted)
+            chain = (self.dotted(node) or "?").split(".") if rooted else ["?", *reversed(links)]
+            self.submodule_read(node, chain, rooted)
+            if rooted:
+                whole = isinstance(node.ctx, ast.Load) and not (
+                    isinstance(parent, ast.Call)
+                    and (parent.func is node or (parent.args[:1] == [node] and self.constant_getattr(parent)))
+                )
+                self.held_chain(node, chain, whole)
             if dotted is not None:
                 self.renamed_module(node, dotted)
                 self.class_from_data(node, dotted)
@@ -849,6 +898,10 @@ class CapabilityFinder(ast.NodeVisitor):
                         root = root.value
                     self.submodule_read(node, f"{base}.{attr}".split("."),
                                         isinstance(root, ast.Name) and root.id in self.aliases)  # fmt: skip
+                    if isinstance(root, ast.Name) and root.id in self.aliases:  # used whole unless a chain goes on
+                        above = getattr(node, "_sparring_parent", None)
+                        whole = not (isinstance(above, ast.Attribute) and above.value is node)
+                        self.held_chain(node, f"{base}.{attr}".split("."), whole)
                     if isinstance(root, ast.Name) and root.id in self.aliases:
                         store = ast.Store() if func in ("setattr", "delattr") else ast.Load()
                         self.foreign_attribute(node, f"{base}.{attr}", store)
