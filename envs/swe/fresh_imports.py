@@ -7,8 +7,9 @@ packages (pytest's own, which a user need not have) may be read for a submodule 
 imports load it. Which ones they load is measured, not guessed: the file's imports are run in a fresh
 interpreter (``python -I -S``, the host's ``sys.path`` given explicitly), once per set of imports, and the
 attributes they leave on every package are read back, with every package another module holds under an
-attribute (``shutil.collections``, ``typing.stdlib_re``): read through that module, it is the same package. Only standard-library and listed foreign modules are
-imported there, never one whose import does something (``antigravity``).
+attribute (``shutil.collections``, ``typing.stdlib_re``): read through that module, it is the same package.
+Only standard-library and listed foreign modules are imported there, never one whose import does something
+(``antigravity``).
 
 Example::
 
