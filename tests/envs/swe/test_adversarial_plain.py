@@ -104,7 +104,8 @@ def test_a_bug_on_only_under_the_test_runner_is_refused(pool: Any, files: dict[s
 
 #: Marks both of grading's runs share and a user's process lacks, read with no name the AST check refused before the
 #: eighth review (each graded solved, reward 1, then): a submodule pytest's imports set on its package, an identifier
-#: of pytest's loaded code found by interning, the CPU time the process has used.
+#: of pytest's loaded code found by interning, the CPU time the process has used; and before the ninth, that
+#: submodule read through the package another module holds.
 SHARED_GATES = {
     "submodule_set_on_its_package": ("import email as _em", "return hasattr(_em, 'message')"),
     "an_identifier_of_loaded_code": (
@@ -112,6 +113,8 @@ SHARED_GATES = {
         "s = ''.join(['py', 'test_runtest_', 'call'])\n    return _sys.intern(s) is not s",
     ),
     "process_cpu_time": ("import time as _t", "return _t.process_time() > 0.12"),
+    # the ninth review: the package held by another module, in a variable (graded solved, reward 1, before)
+    "package_held_by_another_module": ("import shutil as _sh", "c = _sh.collections\n    return hasattr(c, 'abc')"),
 }
 
 

@@ -1472,6 +1472,18 @@ def test_code_near_the_oracle_tests_is_allowed() -> None:
         ("import abc\nclass M(abc.ABCMeta):\n    pass\n", "metaclass M defined"),
         ("from m import Meta\nclass C(metaclass=Meta):\n    pass\n", "made by a metaclass the check cannot read"),
         ("class C(metaclass=lambda *a: None):\n    pass\n", "made by a metaclass the check cannot read"),
+        # the ninth review: a package held by another module (shutil and tokenize hold collections, whose abc the
+        # test runner loads), reached with no chain the check read (the shutil route was graded solved, reward 1)
+        ("import shutil\nc = shutil.collections\nunder = hasattr(c, 'abc')\n", "package collections used as a value"),
+        ("import shutil\nunder = 'abc' in dir(shutil.collections)\n", "package collections used as a value"),
+        ("import shutil\ndef f(c=shutil.collections):\n    return c\n", "package collections used as a value"),
+        ("import shutil\nunder = getattr(shutil, 'collections').abc\n", "submodule collections.abc"),
+        ("import shutil\nc = getattr(shutil, 'collections')\n", "package collections used as a value"),
+        ("from shutil import collections as c\nunder = dir(c)\n", "package collections used as a value"),
+        (
+            "import tokenize\nmatch tokenize:\n    case object(collections=c):\n        under = hasattr(c, 'abc')\n",
+            "package collections used as a value",
+        ),
     ],
 )
 def test_the_ast_check_refuses_the_new_constructs(source: str, refused: str) -> None:
@@ -1543,6 +1555,10 @@ def test_ordinary_code_near_the_new_constructs_is_allowed() -> None:
         "    __match_args__ = ('name', 'path')\n",
         "class P:\n    __slots__ = ('x', '_y')\n\nclass Q(P):\n    __slots__ = ()\n\nclass R:\n    __slots__ = 'z'\n",
         "def f(p):\n    match p:\n        case P(x, y=0):\n            return x\n",
+        # the ninth review's neighbours: modules that hold packages, read for their own functions; a held package
+        # whose submodules the file's imports load
+        "import shutil, tokenize\nx = shutil.copy, shutil.os.sep, tokenize.tokenize, tokenize.re.compile\n",
+        "import collections.abc, shutil\nc = shutil.collections\nm = c.abc.Mapping\n",
     ):
         assert added_uses("pkg/m.py", source.encode(), None, [], CAPS) == [], source
 
