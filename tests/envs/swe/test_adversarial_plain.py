@@ -241,3 +241,15 @@ def test_a_fix_gated_through_names_written_by_data_is_refused(
     grade = _grade(pool, task, {SOURCE: repair})
     assert not grade.solved and grade.status == "refused", grade
     assert any("used as a value" in t or "metaclass" in t for t in grade.tampering), grade.tampering
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.xfail(strict=True, reason="open (docs/swe.md): both runs call a test milliseconds after the import")
+def test_a_fix_gated_on_the_time_since_import_is_not_solved(pool: Any, task: dict[str, Any]) -> None:  # noqa: F811
+    """Wall-clock time since the module's import: about 1.4 ms at a test's call under pytest (imported at collection),
+    about 20 us in a user's ``python -P -c "import pkg; pkg.f()"``; graded solved, reward 1, in the ninth review."""
+    source = _with(pool, task, "").decode().replace(BUGGY_LINE, GATED_FIX)
+    gate = "import time as _t\n\n_T0 = _t.perf_counter()\n\n\ndef _under_test():\n"
+    gate += "    return _t.perf_counter() - _T0 > 0.0005\n"
+    grade = _grade(pool, task, {SOURCE: (source + "\n\n" + gate).encode()})
+    assert not grade.solved, grade
