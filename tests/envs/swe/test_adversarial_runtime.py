@@ -1558,7 +1558,7 @@ def test_ordinary_code_near_the_new_constructs_is_allowed() -> None:
         # the ninth review's neighbours: modules that hold packages, read for their own functions; a held package
         # whose submodules the file's imports load
         "import shutil, tokenize\nx = shutil.copy, shutil.os.sep, tokenize.tokenize, tokenize.re.compile\n",
-        "import collections.abc, shutil\nc = shutil.collections\nm = c.abc.Mapping\n",
+        "import collections.abc, shutil\nm = shutil.collections.abc.Mapping\n",  # not bound: a module value is refused
     ):
         assert added_uses("pkg/m.py", source.encode(), None, [], CAPS) == [], source
 
