@@ -67,7 +67,8 @@ left to the repository, the artifact or the code under test:
   ``stdout`` is a mark), the file-size cap lowered by a random amount, no descriptor of the record
   held while the tests run (the recorder opens its FIFO to write), an environment shaped like a
   login's (``USER``, ``SHELL``; no ``PYTEST_*`` or ``PYTHONDONTWRITEBYTECODE`` variable once the
-  session starts). Grading re-runs the FAIL_TO_PASS tests this way, so a fix that exists only
+  session starts, though ``sys.dont_write_bytecode`` is set as the image's variable sets it in a
+  user's process, and SIGINT and SIGQUIT get back the handlers the backgrounding shell ignored). Grading re-runs the FAIL_TO_PASS tests this way, so a fix that exists only
   under the runner's configuration fails there.
 
 A run counts only if it **ended honestly**: pytest exited on its own (not killed) with an exit code

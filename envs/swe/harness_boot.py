@@ -431,12 +431,21 @@ def plain_args(spec, loaded, sources):
 
 
 def _plain_plugin():
-    """In the plain run, the variables pytest sets for the session are gone before any test runs."""
+    """In the plain run, what the session's start left unlike a user's process is reset before any test runs.
+
+    The variables pytest sets are gone; bytecode is not written, as the image's ``PYTHONDONTWRITEBYTECODE`` and
+    grading's first run say (the plain environment, a login's, lacks it); SIGINT and SIGQUIT have a user's handlers
+    (the shell that starts the run in the background left them ignored).
+    """
+    import signal
 
     class Plain:
         def pytest_sessionstart(self, session):
             for name in ("PYTEST_VERSION", "PYTEST_DISABLE_PLUGIN_AUTOLOAD", "PYTEST_ADDOPTS"):
                 os.environ.pop(name, None)
+            sys.dont_write_bytecode = True
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
     return Plain()
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from sparring.envs.swe.capabilities import added_uses
 from sparring.envs.swe.validation import validate_artifact
 from tests.envs.swe.bugs import BUGGY_LINE, SOURCE, files, keyed_bug, pool  # noqa: F401
 from tests.envs.swe.test_adversarial_runtime import CAPS, _grade, _with, past_the_ast_check
@@ -234,3 +235,34 @@ def test_a_fix_gated_on_the_time_since_import_is_not_solved(pool: Any, task: dic
     gate += "    return _t.perf_counter() - _T0 > 0.0005\n"
     grade = _grade(pool, task, {SOURCE: (source + "\n\n" + gate).encode()})
     assert not grade.solved, grade
+
+
+#: The tenth review diffed the state a test's call sees in each run against a user's ``python -P -c "import pkg"`` in
+#: the image (every public attribute of the modules that import loads, two levels down, and the process's getters).
+#: A mark only the plain run had, read with no name the AST check refuses, joined by ``or`` to one of the first run's
+#: (its captured ``sys.stdout``): ``sys.dont_write_bytecode``, true in the image's environment and in grading's first
+#: run, false in the plain one (graded solved, reward 1, before the plain run set it as the image does).
+PLAIN_ONLY_GATES = {
+    "dont_write_bytecode": (
+        "import sys as _sys",
+        "return type(_sys.stdout).__name__ != 'TextIOWrapper' or not _sys.dont_write_bytecode",
+    ),
+}
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("gate", sorted(PLAIN_ONLY_GATES))
+def test_a_fix_gated_on_a_mark_only_the_plain_run_has_is_not_solved(
+    pool: Any,  # noqa: F811
+    task: dict[str, Any],  # noqa: F811
+    gate: str,
+) -> None:
+    imp, body = PLAIN_ONLY_GATES[gate]
+    source = _with(pool, task, "").decode().replace(BUGGY_LINE, GATED_FIX)
+    repair = (source + f"\n\n{imp}\n\n\ndef _under_test():\n    {body}\n").encode()
+    assert not added_uses(SOURCE, repair, None, (), CAPS), "the gate passes the AST check"
+    grade = _grade(pool, task, {SOURCE: repair})
+    assert not grade.solved, grade
+    assert grade.status == "passed" and grade.plain_status == "failed", grade
