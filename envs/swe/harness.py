@@ -68,8 +68,9 @@ left to the repository, the artifact or the code under test:
   held while the tests run (the recorder opens its FIFO to write), an environment shaped like a
   login's (``USER``, ``SHELL``; no ``PYTEST_*`` or ``PYTHONDONTWRITEBYTECODE`` variable once the
   session starts, though ``sys.dont_write_bytecode`` is set as the image's variable sets it in a
-  user's process, and SIGINT and SIGQUIT get back the handlers the backgrounding shell ignored). Grading re-runs the FAIL_TO_PASS tests this way, so a fix that exists only
-  under the runner's configuration fails there.
+  user's process, and SIGINT and SIGQUIT get back the handlers the backgrounding shell ignored).
+  Grading re-runs the FAIL_TO_PASS tests this way, so a fix that exists only under the runner's
+  configuration fails there.
 
 A run counts only if it **ended honestly**: pytest exited on its own (not killed) with an exit code
 equal to the session status in its record and consistent with it (0: every test passed or was
