@@ -70,9 +70,14 @@ def test_a_fix_gated_on_an_indirect_runner_signal_is_not_solved(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     repair = _gated(pool, task, gate)
-    # refused by the AST check now, which reads a format string's fields (sixth review) and a warnings record
-    # (seventh review: it names the callers `stacklevel` frames up): the plain run is still what is tested here
-    refused_since = {"'.format(": "format field", "record=True": "catch_warnings(record=...)"}
+    # refused by the AST check now, which reads a format string's fields (sixth review), a warnings record
+    # (seventh review: it names the callers `stacklevel` frames up) and a module as a match subject (ninth review:
+    # a module used as a value): the plain run is still what is tested here
+    refused_since = {
+        "'.format(": "format field",
+        "record=True": "catch_warnings(record=...)",
+        "match _u:": "module asyncio.unix_events used as a value",
+    }
     for spelling, refusal in refused_since.items():
         if spelling in INDIRECT_GATES[gate]:
             from sparring.envs.swe.capabilities import added_uses
