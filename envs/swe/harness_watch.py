@@ -41,6 +41,9 @@ Each check answers a list of problems, which the recorder puts into the record's
   but a plain ``str`` (a ``str`` subclass key is found by attribute lookup as the plain name), and
   no dataclass field or ``__match_args__`` entry that is not an identifier (dataclasses compiles the
   field names into ``__eq__``: ``"x,<any expression>"`` is code, however the annotations were written).
+  The methods dataclasses compiled for such a class may name nothing but its fields and what dataclasses
+  itself writes (:data:`DATACLASS_NAMES`): a ``Field``'s name edited after ``@dataclass`` and read by a
+  subclass's (a ``str`` subclass whose ``__format__`` is code), then put back, leaves code in them.
   An added ``def __eq__`` is the AST check's.
 
 What is left: a change made and undone within one test (between two checks), and in-place changes
@@ -60,7 +63,7 @@ import types
 _NAMES = """
 Exception KeyError OSError SyntaxError ValueError all any bool bytes callable classmethod compile complex
 dict enumerate float frozenset getattr hasattr id int isinstance len list map object open property set
-staticmethod str tuple type vars zip
+sorted staticmethod str tuple type vars zip
 """
 globals().update({name: getattr(builtins, name) for name in _NAMES.split()})
 
@@ -92,6 +95,11 @@ COMPARISON = frozenset({"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge_
 #: the annotations by a metaclass or a base's ``__init_subclass__`` before ``@dataclass`` runs) is code.
 NAMES_AS_CODE = frozenset({"__dataclass_fields__", "__match_args__"})
 _IDENTIFIER = str.isidentifier
+#: What the methods dataclasses compiles (``<string>`` code) name besides the class's fields, measured in the
+#: image's Python 3.11 over every option (eq, order, frozen, unsafe_hash, slots, kw_only, defaults, factories,
+#: ``InitVar``, ``ClassVar``, ``__post_init__``); its locals (``__dataclass_builtins_object__``) are no names.
+DATACLASS_NAMES = frozenset({"NotImplemented", "__class__", "__delattr__", "__post_init__", "__qualname__",
+                             "__setattr__", "hash", "super", "type"})  # fmt: skip
 
 _SUBCLASSES = type.__dict__["__subclasses__"]  # read through the type, not through a metaclass's hooks
 _INSTRUCTIONS = dis.get_instructions
@@ -118,6 +126,29 @@ def _names_held(value):
         own = [type.__dict__["__dict__"].__get__(field)["name"].__get__(f) for f in value.values() if type(f) is field]
         return [*value, *own]
     return list(value) if type(value) is tuple else [value]
+
+
+def _compiled_names(cls):
+    """Where a dataclass's compiled methods (code of ``<string>``) name more than its fields and
+    :data:`DATACLASS_NAMES`, or hold code of their own (a lambda, a comprehension): code in a field's name."""
+    space = _OWN_DICT(cls)
+    table = space.get("__dataclass_fields__")
+    if type(table) is not dict:
+        return []
+    fields = {n for n in _names_held(table) if type(n) is str}
+    problems = []
+    for key, value in list(space.items()):
+        if type(value) is _FUNCTION:  # ``__repr__`` is dataclasses' wrapper of the compiled one
+            value = dict.get(value.__dict__, "__wrapped__", value)
+        if type(value) is not _FUNCTION or value.__code__.co_filename != "<string>":
+            continue
+        code = value.__code__
+        odd = sorted(set(code.co_names) - fields - DATACLASS_NAMES)
+        if odd or any(type(c) is types.CodeType for c in code.co_consts):
+            problems.append(
+                f"class {_QUALNAME(cls)} has {key} compiled from a string naming {odd or 'code'}, not its fields"
+            )
+    return problems
 
 
 def _key(cls):
@@ -490,6 +521,7 @@ class Watch:
                     odd = next((n for n in _names_held(value) if type(n) is not str or not _IDENTIFIER(n)), None)
                     if odd is not None:
                         problems.append(f"class {_QUALNAME(cls)} has {key} naming {odd!r}, not an identifier")
+            problems += _compiled_names(cls)
         return problems
 
     def _trusted_class(self, cls):
