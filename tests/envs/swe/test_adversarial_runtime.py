@@ -707,6 +707,39 @@ def test_a_fix_gated_through_code_in_a_dataclass_s_field_names_is_not_solved(
     assert "class _Probe has __dataclass_fields__ naming 'x," in grade.error, grade
 
 
+#: A ``Field``'s name edited in place after ``@dataclass`` (a ``str`` equal to ``x`` whose ``__format__`` is code),
+#: read by a subclass's ``@dataclass`` (keyed by the other base's plain ``x``) and put back: every name in the
+#: tables is an identifier, the code is in ``__eq__``. The tenth review graded it solved, reward 1, with no name
+#: the AST check refuses.
+EDITED_FIELD_GATE = (
+    "import dataclasses as _dc\n\n_SEEN = {}\n\n\nclass _Name(str):\n    def __format__(self, spec):\n"
+    f"        return {_FIELD_CODE}\n\n\n"
+    "@_dc.dataclass(init=False, repr=False)\nclass _Plain:\n    x: int = 0\n\n\n"
+    "@_dc.dataclass(init=False, repr=False)\nclass _Other:\n    x: int = 0\n\n\n"
+    "_dc.fields(_Other)[0].name = _Name('x')\n"
+    + _PROBE.format(base="_Other, _Plain", fields="").replace("repr=False)", "repr=False, match_args=False)")
+    + "\n\n_dc.fields(_Other)[0].name = 'x'\n"
+)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_fix_gated_through_a_field_name_edited_after_dataclass_is_not_solved(
+    pool: Any,  # noqa: F811
+    task: dict[str, Any],  # noqa: F811
+) -> None:
+    """Past the AST check; the watch's class check reads the names in what dataclasses compiled."""
+    before = _with(pool, task, "")
+    repair = _gated(before, EDITED_FIELD_GATE)
+    assert added_uses(SOURCE, repair, before, (), CAPS, [TESTS]) == []
+    grade = _grade(pool, task, {SOURCE: repair})
+    assert not grade.solved and grade.status == "crash", grade
+    assert "class _Probe has __eq__ compiled from a string naming ['_SEEN', '__import__', 'modules', 'update']" in (
+        grade.error
+    ), grade
+
+
 #: Gates on what the plain run refuses without a trace: were grading's first run refused the same, a
 #: fix keyed on the refusal would be on in both runs (and off for every user).
 REFUSAL_GATES = {
@@ -1148,6 +1181,63 @@ def test_the_class_check_passes_what_libraries_make_and_refuses_foreign_comparis
             assert any(f"class {cls.__qualname__} has __eq__ = " in p for p in found), (cls, found)
         assert any("Probe has __dataclass_fields__ naming \"x,len('')\", not an identifier" in p for p in found)
         assert not any("Version" in p or "Pinned" in p for p in found), found
+    finally:
+        gc.callbacks.remove(watch._collecting)
+
+
+def test_the_class_check_reads_the_names_in_what_dataclasses_compiled() -> None:
+    """A ``Field``'s name edited after ``@dataclass`` (a ``str`` equal to ``x`` whose ``__format__`` is code), read
+    by a subclass's ``@dataclass`` and put back: the table holds plain identifiers, the subclass's ``__eq__`` the code
+    (the tenth review). Dataclasses made with every option compile nothing but their fields' names."""
+    import dataclasses
+    import gc
+    import os
+    import sysconfig
+
+    from sparring.envs.swe import harness_watch
+
+    folders = (os.path.dirname(os.__file__), sysconfig.get_paths()["purelib"])
+    watch = harness_watch.Watch(lambda f: f.startswith(folders), ("_pytest",), [])
+    try:
+
+        @dataclasses.dataclass(order=True, frozen=True, slots=True)
+        class Version:
+            major: int
+            tags: tuple[str, ...] = dataclasses.field(default_factory=tuple)
+
+            def __post_init__(self) -> None:
+                pass
+
+        @dataclasses.dataclass(frozen=True, kw_only=True)
+        class Release(Version):
+            name: str = ""
+
+        assert Version(1) < Version(2) and repr(Release(major=1, name="a")) and hash(Release(major=1))
+        assert dataclasses.replace(Release(major=1), name="b").name == "b"
+        assert watch.comparisons() == []
+
+        class Name(str):
+            def __format__(self, spec: str) -> str:
+                return "x,len('')"
+
+        @dataclasses.dataclass(init=False, repr=False)
+        class Plain:
+            x: int = 0
+
+        @dataclasses.dataclass(init=False, repr=False)
+        class Other:
+            x: int = 0
+
+        dataclasses.fields(Other)[0].name = Name("x")
+
+        @dataclasses.dataclass(init=False, repr=False, match_args=False)
+        class Probe(Other, Plain):
+            pass
+
+        dataclasses.fields(Other)[0].name = "x"
+        found = watch.comparisons()
+        assert any("Probe has __eq__ compiled from a string naming ['len']" in p for p in found), found
+        assert not any("Version" in p or "Release" in p or "Plain" in p for p in found), found
     finally:
         gc.callbacks.remove(watch._collecting)
 
