@@ -121,6 +121,14 @@ SHARED_GATES = {
     "process_cpu_time": ("import time as _t", "return _t.process_time() > 0.12"),
     # the ninth review: the package held by another module, in a variable (graded solved, reward 1, before)
     "package_held_by_another_module": ("import shutil as _sh", "c = _sh.collections\n    return hasattr(c, 'abc')"),
+    # the eleventh review (graded solved, reward 1, before): no run is root, where a user in the image is; and the
+    # plain run's user has a group (a login's has), where the first run's and root have none, ORed with the first
+    # run's captured `sys.stdout`
+    "a_user_not_root": ("import os as _os", "return _os.getuid() != 0"),
+    "a_group_or_the_first_run_s_stdout": (
+        "import os as _os\nimport sys as _sys",
+        "return bool(_os.getgroups()) or type(_sys.stdout).__name__ != 'TextIOWrapper'",
+    ),
 }
 
 
@@ -271,3 +279,23 @@ def test_a_fix_gated_on_a_mark_only_the_plain_run_has_is_not_solved(
     grade = _grade(pool, task, {SOURCE: repair})
     assert not grade.solved, grade
     assert grade.status == "passed" and grade.plain_status == "failed", grade
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.xfail(strict=True, reason="open (docs/swe.md): the plain run's working directory is not the first run's")
+def test_a_fix_gated_on_the_working_directory_or_the_first_run_s_stdout_is_not_solved(
+    pool: Any,  # noqa: F811
+    task: dict[str, Any],  # noqa: F811
+) -> None:
+    """The plain run works in its user's home (a fix on only in ``/repo`` fails there), grading's first run in
+    ``/repo``: a fix on anywhere but ``/repo``, or under pytest's capture, passes both, and a user's
+    ``python -P -c`` in ``/repo`` has the bug (graded solved, reward 1, in the eleventh review)."""
+    source = _with(pool, task, "").decode().replace(BUGGY_LINE, GATED_FIX)
+    gate = "import os as _os\nimport sys as _sys\n\n\ndef _under_test():\n"
+    gate += "    return _os.getcwd() != '/repo' or type(_sys.stdout).__name__ != 'TextIOWrapper'\n"
+    repair = (source + "\n\n" + gate).encode()
+    assert not added_uses(SOURCE, repair, None, (), CAPS), "the gate passes the AST check"
+    grade = _grade(pool, task, {SOURCE: repair})
+    assert not grade.solved, grade
