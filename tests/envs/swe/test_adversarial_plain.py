@@ -250,6 +250,24 @@ def test_a_fix_gated_on_the_time_since_import_is_not_solved(pool: Any, task: dic
     assert not grade.solved, grade
 
 
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.xfail(strict=True, reason="open (docs/swe.md): pytest's heap has grown by the time a test's call runs")
+def test_a_fix_gated_on_object_addresses_since_import_is_not_solved(pool: Any, task: dict[str, Any]) -> None:  # noqa: F811
+    """The address of a new ``object()`` past a function made at import (another size class, so another pool): about
+    19 MB under pytest (either configuration), 1.1 to 1.9 MB in a user's ``python -P -c "import pkg; pkg.f()"``, the
+    same in every process (the distance is relative, so address randomization leaves it); graded solved, reward 1, in
+    the eleventh review, with no name the AST check refuses. Two objects of one size class (``id(object()) - id(_T)``,
+    16 bytes in a user's process, 64 to 2,752 under pytest, or the same through ``hash``) were not: the plain run
+    reuses a freed slot below ``_T``."""
+    source = _with(pool, task, "").decode().replace(BUGGY_LINE, GATED_FIX)
+    gate = "def _under_test():\n    return id(object()) - id(_under_test) > 6_000_000\n"
+    repair = (source + "\n\n" + gate).encode()
+    assert not added_uses(SOURCE, repair, None, (), CAPS), "the gate passes the AST check"
+    grade = _grade(pool, task, {SOURCE: repair})
+    assert not grade.solved, grade
+
 #: The tenth review diffed the state a test's call sees in each run against a user's ``python -P -c "import pkg"`` in
 #: the image (every public attribute of the modules that import loads, two levels down, and the process's getters).
 #: A mark only the plain run had, read with no name the AST check refuses, joined by ``or`` to one of the first run's
