@@ -1577,6 +1577,16 @@ def test_code_near_the_oracle_tests_is_allowed() -> None:
             "import tokenize\nmatch tokenize:\n    case object(collections=c):\n        under = hasattr(c, 'abc')\n",
             "package collections used as a value",
         ),
+        # the eleventh review: a reduce method whose state copy.copy sets by data on the class its callable returns
+        # (__match_args__ naming __globals__, then modules: graded solved, reward 1)
+        (
+            "class R:\n    def __reduce_ex__(self, protocol):\n        return (lambda: C), (), (None, {'a': 1})\n",
+            "__reduce_ex__ defined",
+        ),
+        ("class R:\n    def __reduce__(self):\n        return C, ()\n", "__reduce__ defined"),
+        ("class R:\n    __reduce_ex__ = f\n", "__reduce_ex__ defined"),
+        ("R.__reduce__ = f\n", "__reduce__ assigned"),
+        ("R = type('R', (), {'__reduce_ex__': f})\n", "__reduce_ex__"),
     ],
 )
 def test_the_ast_check_refuses_the_new_constructs(source: str, refused: str) -> None:
@@ -1652,6 +1662,10 @@ def test_ordinary_code_near_the_new_constructs_is_allowed() -> None:
         # whose submodules the file's imports load
         "import shutil, tokenize\nx = shutil.copy, shutil.os.sep, tokenize.tokenize, tokenize.re.compile\n",
         "import collections.abc, shutil\nm = shutil.collections.abc.Mapping\n",  # not bound: a module value is refused
+        # the eleventh review's neighbours: copies of the repository's objects, their own __copy__ and __deepcopy__,
+        # pickling support by __getstate__/__setstate__ (no reduce method)
+        "import copy\nclass P:\n    def __copy__(self):\n        return P()\n    def __deepcopy__(self, memo):\n"
+        "        return P()\n    def clone(self):\n        return copy.copy(self), copy.deepcopy([self])\n",
     ):
         assert added_uses("pkg/m.py", source.encode(), None, [], CAPS) == [], source
 
