@@ -46,13 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from sparring import pyast, sparring_home
-from sparring.envs.swe.capability_finder import (
-    Capability,
-    CapabilityFinder,
-    CapabilityIndex,
-    CapabilityUse,
-    OracleNames,
-)
+from sparring.envs.swe.capability_finder import CapabilityFinder
+from sparring.envs.swe.capability_index import Capability, CapabilityIndex, CapabilityUse, OracleNames
 
 try:
     import tomllib

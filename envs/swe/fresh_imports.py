@@ -84,8 +84,3 @@ def submodules(package: str) -> frozenset[str]:
     if not locations:
         return frozenset()
     return frozenset(m.name for m in pkgutil.iter_modules(list(locations)))
-
-
-def is_submodule(package: str, name: str) -> bool:
-    """Whether ``package.name`` is a submodule of the package (not imported to find out)."""
-    return name in submodules(package)
