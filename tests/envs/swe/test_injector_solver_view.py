@@ -149,6 +149,10 @@ NOBODYS = {
 def test_a_bug_on_only_for_the_harness_user_is_refused(pool: Any, files: dict[str, str], condition: str) -> None:  # noqa: F811
     artifact = replace(good_artifact(files), bug_inject_diff=keyed_bug(files, NOBODYS[condition]))
     result = validate_artifact(artifact, pool.image, pool)
+    if condition == "not_the_owner":  # who the process runs as is refused by name since the eleventh review
+        assert not result.valid and result.reason == "bug_capabilities", (result.reason, result.detail)
+        assert "os.geteuid (runner_state)" in result.detail, result.detail
+        return
     # every harness run sees the bug (checks 5-10 hold, the harness half of check 11 too); the solver's own
     # `python -m pytest` of the oracle copies, as the sandbox user, passes them
     assert not result.valid and result.reason == "solver_tree", (result.reason, result.detail)
