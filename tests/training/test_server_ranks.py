@@ -29,16 +29,15 @@ def served(smol_tokenizer: Any, tmp_path_factory: pytest.TempPathFactory) -> Ite
         yield folder, url
 
 
-@pytest.mark.parametrize("distributed", ["ddp", "fsdp"])
 def test_two_ranks_share_one_server_and_rank_0_alone_pushes_each_update(
-    served: tuple[Path, str], tmp_path: Path, distributed: str
+    served: tuple[Path, str], tmp_path: Path
 ) -> None:
-    """Under fsdp the pushing rank writes each layer's weights as they are gathered, the other rank reading along."""
+    """Under fsdp (gpu-8's shape; ddp's push is the two-server test's) the pushing rank writes each layer's weights
+    as they are gathered, the other rank reading along."""
     folder, url = served
     first, second = two_ranks(
-        "server", folder, tmp_path, "backend=server", f"server_url={url}", "server_timeout=120",
-        f"distributed={distributed}",
-    )  # fmt: skip
+        "server", folder, tmp_path, "backend=server", f"server_url={url}", "server_timeout=120", "distributed=fsdp"
+    )
     assert first["pushes"] == 1 and second["pushes"] == 0  # one push per update, by rank 0
     assert first["version"] == second["version"] == 1  # both count the update
     assert first["whole_checksum"] == second["whole_checksum"]  # the weights rank 0 pushed for both are equal
@@ -47,10 +46,8 @@ def test_two_ranks_share_one_server_and_rank_0_alone_pushes_each_update(
     assert first["files"] == second["files"] > 2
     for rank in (first, second):
         assert rank["file_is_the_policy"]  # the pushed files hold this rank's updated weights
-        if distributed == "fsdp":  # every weight gathered on both ranks, never all at once (a layer's at most)
-            assert rank["gathered"] == rank["weights"] and rank["gathered_alive_most"] <= 9, rank
-        else:
-            assert rank["gathered"] == 0
+        # every weight gathered on both ranks, never all at once (a layer's at most)
+        assert rank["gathered"] == rank["weights"] and rank["gathered_alive_most"] <= 9, rank
         # The server samples the weights each rank holds, before and after the update (no stale copy).
         assert rank["error_before"] < 2e-3 and rank["error_after"] < 2e-3
         assert rank["changed"]
@@ -72,6 +69,7 @@ def test_two_ranks_with_a_server_each_push_each_update_to_their_own(
     )
     assert [first["server"], other["server"]] == [url.removesuffix("/v1"), second.removesuffix("/v1")]
     assert first["pushes"] == other["pushes"] == 1  # each server has its update, from its own rank
+    assert first["folders"] == other["folders"] == ["push-000002"] and first["gathered"] == other["gathered"] == 0
     assert first["version"] == other["version"] == 1
     assert first["checksum"] == other["checksum"]
     for rank in (first, other):
