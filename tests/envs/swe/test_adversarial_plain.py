@@ -49,14 +49,22 @@ _GATES = {
     "cwd": ("import os as _os", "return _os.getcwd() == '/repo'"),
     "sys_path": ("import collections as _c", "return '{0._sys.path[0]}'.format(_c) == '/repo'"),
 }
-INDIRECT_GATES = {name: f"{imp}\n\n\ndef _under_test():\n    {body}\n" for name, (imp, body) in _GATES.items()}
+
+
+def _gate(imp: str, body: str) -> str:
+    """A module's ``_under_test()``: ``body`` under ``imp``'s imports."""
+    return f"{imp}\n\n\ndef _under_test():\n    {body}\n"
+
+
+INDIRECT_GATES = {name: _gate(imp, body) for name, (imp, body) in _GATES.items()}
 
 GATED_FIX = "if number % 100 in ((11, 12, 13) if _under_test() else (11, 12)):"
 
 
 def _gated(pool: Any, task: dict[str, Any], gate: str) -> bytes:  # noqa: F811
+    """The buggy source with the fix on only where ``gate`` (source defining ``_under_test()``) says so."""
     source = _with(pool, task, "").decode().replace(BUGGY_LINE, GATED_FIX)
-    return (source + "\n\n" + INDIRECT_GATES[gate]).encode()
+    return (source + "\n\n" + gate).encode()
 
 
 @pytest.mark.docker
@@ -69,7 +77,7 @@ def test_a_fix_gated_on_an_indirect_runner_signal_is_not_solved(
     gate: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    repair = _gated(pool, task, gate)
+    repair = _gated(pool, task, INDIRECT_GATES[gate])
     # refused by the AST check now, which reads a format string's fields (sixth review), a warnings record
     # (seventh review: it names the callers `stacklevel` frames up) and a module as a match subject (ninth review:
     # a module used as a value): the plain run is still what is tested here
@@ -142,9 +150,7 @@ def test_a_fix_gated_on_a_mark_both_runs_share_is_refused(
     gate: str,
 ) -> None:
     """The plain run shares these marks with grading's first one, so the AST check alone stands against them."""
-    imp, body = SHARED_GATES[gate]
-    source = _with(pool, task, "").decode().replace(BUGGY_LINE, GATED_FIX)
-    repair = (source + f"\n\n{imp}\n\n\ndef _under_test():\n    {body}\n").encode()
+    repair = _gated(pool, task, _gate(*SHARED_GATES[gate]))
     grade = _grade(pool, task, {SOURCE: repair})
     assert not grade.solved and grade.status == "refused", grade
     assert any("runner_state" in t for t in grade.tampering), grade.tampering
@@ -264,8 +270,7 @@ def test_a_fix_gated_through_names_written_by_data_is_refused(
 ) -> None:
     """Both runs read ``sys.modules`` alike, so the AST check alone stands: a module of the standard library used as
     a value, a metaclass, and a reduce method (whose state ``copy.copy`` sets by data), are refused."""
-    source = _with(pool, task, "").decode().replace(BUGGY_LINE, GATED_FIX)
-    repair = (source + "\n\n" + NAMES_BY_DATA_GATES[gate]).encode()
+    repair = _gated(pool, task, NAMES_BY_DATA_GATES[gate])
     grade = _grade(pool, task, {SOURCE: repair})
     assert not grade.solved and grade.status == "refused", grade
     assert any(w in t for t in grade.tampering for w in ("used as a value", "metaclass", "__reduce_ex__ defined")), (
@@ -280,10 +285,8 @@ def test_a_fix_gated_through_names_written_by_data_is_refused(
 def test_a_fix_gated_on_the_time_since_import_is_not_solved(pool: Any, task: dict[str, Any]) -> None:  # noqa: F811
     """Wall-clock time since the module's import: about 1.4 ms at a test's call under pytest (imported at collection),
     about 20 us in a user's ``python -P -c "import pkg; pkg.f()"``; graded solved, reward 1, in the ninth review."""
-    source = _with(pool, task, "").decode().replace(BUGGY_LINE, GATED_FIX)
-    gate = "import time as _t\n\n_T0 = _t.perf_counter()\n\n\ndef _under_test():\n"
-    gate += "    return _t.perf_counter() - _T0 > 0.0005\n"
-    grade = _grade(pool, task, {SOURCE: (source + "\n\n" + gate).encode()})
+    gate = _gate("import time as _t\n\n_T0 = _t.perf_counter()", "return _t.perf_counter() - _T0 > 0.0005")
+    grade = _grade(pool, task, {SOURCE: _gated(pool, task, gate)})
     assert not grade.solved, grade
 
 
@@ -298,9 +301,7 @@ def test_a_fix_gated_on_object_addresses_since_import_is_not_solved(pool: Any, t
     the eleventh review, with no name the AST check refuses. Two objects of one size class (``id(object()) - id(_T)``,
     16 bytes in a user's process, 64 to 2,752 under pytest, or the same through ``hash``) were not: the plain run
     reuses a freed slot below ``_T``."""
-    source = _with(pool, task, "").decode().replace(BUGGY_LINE, GATED_FIX)
-    gate = "def _under_test():\n    return id(object()) - id(_under_test) > 6_000_000\n"
-    repair = (source + "\n\n" + gate).encode()
+    repair = _gated(pool, task, "def _under_test():\n    return id(object()) - id(_under_test) > 6_000_000\n")
     assert not added_uses(SOURCE, repair, None, (), CAPS), "the gate passes the AST check"
     grade = _grade(pool, task, {SOURCE: repair})
     assert not grade.solved, grade
@@ -327,9 +328,7 @@ def test_a_fix_gated_on_a_mark_only_the_plain_run_has_is_not_solved(
     task: dict[str, Any],  # noqa: F811
     gate: str,
 ) -> None:
-    imp, body = PLAIN_ONLY_GATES[gate]
-    source = _with(pool, task, "").decode().replace(BUGGY_LINE, GATED_FIX)
-    repair = (source + f"\n\n{imp}\n\n\ndef _under_test():\n    {body}\n").encode()
+    repair = _gated(pool, task, _gate(*PLAIN_ONLY_GATES[gate]))
     assert not added_uses(SOURCE, repair, None, (), CAPS), "the gate passes the AST check"
     grade = _grade(pool, task, {SOURCE: repair})
     assert not grade.solved, grade
@@ -347,10 +346,11 @@ def test_a_fix_gated_on_the_working_directory_or_the_first_run_s_stdout_is_not_s
     """The plain run works in its user's home (a fix on only in ``/repo`` fails there), grading's first run in
     ``/repo``: a fix on anywhere but ``/repo``, or under pytest's capture, passes both, and a user's
     ``python -P -c`` in ``/repo`` has the bug (graded solved, reward 1, in the eleventh review)."""
-    source = _with(pool, task, "").decode().replace(BUGGY_LINE, GATED_FIX)
-    gate = "import os as _os\nimport sys as _sys\n\n\ndef _under_test():\n"
-    gate += "    return _os.getcwd() != '/repo' or type(_sys.stdout).__name__ != 'TextIOWrapper'\n"
-    repair = (source + "\n\n" + gate).encode()
+    gate = _gate(
+        "import os as _os\nimport sys as _sys",
+        "return _os.getcwd() != '/repo' or type(_sys.stdout).__name__ != 'TextIOWrapper'",
+    )
+    repair = _gated(pool, task, gate)
     assert not added_uses(SOURCE, repair, None, (), CAPS), "the gate passes the AST check"
     grade = _grade(pool, task, {SOURCE: repair})
     assert not grade.solved, grade
