@@ -39,8 +39,9 @@ _WRITE_ONLY = frozenset({"os.environ", "os.environb"})
 _NAMED_ATTRIBUTE_METHODS = ("__setattr__", "__delattr__", "__getattribute__", "__getattr__")
 #: Class attributes that hand attribute names to the interpreter as data: a class pattern's positional
 #: subpatterns are read by ``getattr`` with the names of ``__match_args__``, and ``copy``/``pickle`` read every
-#: slot of ``__slots__`` the same way (on a class with a forwarding ``__getattr__``, any object's attribute).
-_NAMES_AS_DATA = frozenset({"__match_args__", "__slots__"})
+#: slot of ``__slots__`` the same way, or every name of ``__slotnames__`` (copyreg's cache of them, which
+#: ``object.__getstate__`` reads first) (on a class with a forwarding ``__getattr__``, any object's attribute).
+_NAMES_AS_DATA = frozenset({"__match_args__", "__slots__", "__slotnames__"})
 #: Attribute names under which the standard library's modules keep the interpreter's own modules (`x.sys`,
 #: `collections._sys`, `tempfile._os`): wherever a chain starts, each reads that module.
 _MODULE_ATTRIBUTES = frozenset({"sys", "_sys", "os", "_os", "posix", "_posix", "builtins", "_builtins", "gc", "_gc",
@@ -54,6 +55,11 @@ _ARGV_PARSERS = frozenset({"parse_args", "parse_known_args", "parse_intermixed_a
 #: Class decorators that write a class's annotation keys into code they execute and look its string annotations up in
 #: ``sys.modules[cls.__module__]``: allowed only on a class statement the check reads, applied to it first.
 _CODE_FROM_ANNOTATIONS = frozenset({"dataclasses.dataclass"})
+#: A dataclass's ``Field`` objects, whose names ``dataclasses.replace``, ``asdict`` and ``astuple`` read by
+#: ``getattr``: a name edited after ``@dataclass`` is an attribute read by data. ``field()`` is allowed only as a
+#: field's value in a dataclass's class statement, ``fields()`` only as what a loop or comprehension iterates,
+#: its target read for public attributes alone (``[f.name for f in fields(P)]``); ``Field`` not at all.
+_FIELD_OBJECTS = ("dataclasses.field", "dataclasses.fields", "dataclasses.Field")
 #: Functions that make a class of such annotations, or fill a class's namespace with code the check does not read as
 #: a class body (``types.new_class``'s ``exec_body``): how many positional arguments come before that code or data.
 _CLASS_FACTORIES = {"dataclasses.make_dataclass": 0, "types.new_class": 3, "type.__new__": 3}
@@ -245,6 +251,7 @@ class CapabilityFinder(TemplateReads, ModuleReads, ast.NodeVisitor):
             ):
                 self.module_value(node, module)
             self.class_from_data(node, module)
+            self.field_objects(node, module)
         if node.id == "__name__" and not isinstance(node.ctx, ast.Load):  # the module every class made here claims
             self.add(node, self.index.defining("__module__"), "__name__ bound")
         if (module and isinstance(node.ctx, ast.Load) and self.wrapper(module) is not None
@@ -310,6 +317,8 @@ class CapabilityFinder(TemplateReads, ModuleReads, ast.NodeVisitor):
             self.add(node, self.index.defining(node.attr), f".{node.attr} assigned")
             if node.attr in _NAMES_AS_DATA:
                 self.names_as_data(node, node.attr)
+        elif isinstance(node.ctx, ast.Del) and node.attr in _NAMES_AS_DATA:  # the names read, then taken away
+            self.add(node, self.index.flagged("dynamic_attributes"), f".{node.attr} deleted")
         parent = getattr(node, "_sparring_parent", None)
         if not (isinstance(parent, ast.Attribute) and parent.value is node):  # the whole chain, once
             dotted = self.dotted(node)
@@ -340,6 +349,7 @@ class CapabilityFinder(TemplateReads, ModuleReads, ast.NodeVisitor):
             if dotted is not None:
                 self.renamed_module(node, dotted)
                 self.class_from_data(node, dotted)
+                self.field_objects(node, dotted)
                 caps = list(self.index.attribute(dotted))
                 if dotted in _WRITE_ONLY and isinstance(parent, ast.Subscript) and not isinstance(parent.ctx, ast.Load):
                     caps = [c for c in caps if c.name != "runner_state"]  # setting a variable reads nothing
@@ -480,6 +490,39 @@ class CapabilityFinder(TemplateReads, ModuleReads, ast.NodeVisitor):
         owner = getattr(decorator, "_sparring_parent", None)
         if not (isinstance(owner, ast.ClassDef) and owner.decorator_list[-1:] == [decorator]):
             self.add(node, self.index.defining("__annotations__"), f"{dotted} on a class the check does not read")
+
+    def field_objects(self, node: ast.expr, dotted: str) -> None:
+        """``dataclasses.field``, ``fields`` or ``Field`` anywhere their ``Field`` objects could be kept and renamed
+        (:data:`_FIELD_OBJECTS`)."""
+        name = _one_of(dotted, _FIELD_OBJECTS)
+        if name is None:
+            return
+        call = getattr(node, "_sparring_parent", None)
+        if not (isinstance(call, ast.Call) and call.func is node):
+            self.add(node, self.index.flagged("dynamic_attributes"), f"{name} where its fields could be renamed")
+            return
+        holder = getattr(call, "_sparring_parent", None)
+        if name == "dataclasses.field":
+            owner = getattr(holder, "_sparring_parent", None)
+            last = owner.decorator_list[-1] if isinstance(owner, ast.ClassDef) and owner.decorator_list else None
+            last = last.func if isinstance(last, ast.Call) else last
+            if (isinstance(holder, ast.AnnAssign) and holder.value is call and last is not None
+                    and _one_of(self.dotted(last), _CODE_FROM_ANNOTATIONS)):  # fmt: skip
+                return
+        elif name == "dataclasses.fields" and isinstance(holder, ast.For | ast.comprehension) and holder.iter is call:
+            target = holder.target
+            scope = holder if isinstance(holder, ast.For) else getattr(holder, "_sparring_parent", holder)
+            if isinstance(target, ast.Name) and all(
+                isinstance(use.ctx, ast.Load)
+                and isinstance(up := getattr(use, "_sparring_parent", None), ast.Attribute)
+                and up.value is use
+                and isinstance(up.ctx, ast.Load)
+                and not up.attr.startswith("_")
+                for use in ast.walk(scope)
+                if isinstance(use, ast.Name) and use.id == target.id and use is not target
+            ):
+                return
+        self.add(node, self.index.flagged("dynamic_attributes"), f"{name} where its fields could be renamed")
 
     def class_namespace(self, node: ast.Call, namespace: ast.expr) -> None:
         """``type(name, bases, namespace)``: its keys are definitions, and must be constants to be checked."""

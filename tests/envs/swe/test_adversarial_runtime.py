@@ -1593,6 +1593,18 @@ def test_code_near_the_oracle_tests_is_allowed() -> None:
         ("class R:\n    __reduce_ex__ = f\n", "__reduce_ex__ defined"),
         ("R.__reduce__ = f\n", "__reduce__ assigned"),
         ("R = type('R', (), {'__reduce_ex__': f})\n", "__reduce_ex__"),
+        # the twelfth review: a dataclass's Field renamed after @dataclass, read back by dataclasses.replace (graded
+        # solved, reward 1); copyreg's __slotnames__ cache, which object.__getstate__ reads by getattr (the same)
+        ("import dataclasses as d\ndef f(C, n):\n    d.fields(C)[0].name = n\n", "dataclasses.fields where"),
+        ("from dataclasses import fields\ndef f(C, n):\n    for x in fields(C):\n        x.name = n\n",
+         "dataclasses.fields where"),
+        ("from dataclasses import fields\nkeep = [x for x in fields(C)]\n", "dataclasses.fields where"),
+        ("import dataclasses\nF = dataclasses.field(default=0)\n", "dataclasses.field where"),
+        ("import dataclasses\nclass P:\n    x: int = dataclasses.field(default=0)\n", "dataclasses.field where"),
+        ("import dataclasses\nclass F(dataclasses.Field):\n    pass\n", "dataclasses.Field where"),
+        ("def f(C):\n    return C.__dataclass_fields__\n", "__dataclass_fields__"),
+        ("def f(C, n):\n    C.__slotnames__ = [n]\n", "__slotnames__ with names"),
+        ("def f(C):\n    del C.__match_args__\n", ".__match_args__ deleted"),
     ],
 )
 def test_the_ast_check_refuses_the_new_constructs(source: str, refused: str) -> None:
@@ -1672,6 +1684,10 @@ def test_ordinary_code_near_the_new_constructs_is_allowed() -> None:
         # pickling support by __getstate__/__setstate__ (no reduce method)
         "import copy\nclass P:\n    def __copy__(self):\n        return P()\n    def __deepcopy__(self, memo):\n"
         "        return P()\n    def clone(self):\n        return copy.copy(self), copy.deepcopy([self])\n",
+        # the twelfth review's neighbours: fields read in a loop, field() in a dataclass's body, replace and asdict
+        "import dataclasses as d\n@d.dataclass(frozen=True)\nclass P:\n    x: list = d.field(default_factory=list)\n"
+        "def f(p):\n    names = {a.name: a.type for a in d.fields(p)}\n    for a in d.fields(P):\n"
+        "        print(a.name, a.default)\n    return d.replace(p, x=[]), d.asdict(p), names\n",
     ):
         assert added_uses("pkg/m.py", source.encode(), None, [], CAPS) == [], source
 
