@@ -95,6 +95,13 @@ COMPARISON = frozenset({"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge_
 #: the annotations by a metaclass or a base's ``__init_subclass__`` before ``@dataclass`` runs) is code.
 NAMES_AS_CODE = frozenset({"__dataclass_fields__", "__match_args__"})
 _IDENTIFIER = str.isidentifier
+#: What the interpreter reads by ``getattr`` with each name a class's own entry holds (a class pattern's
+#: ``__match_args__``; ``object.__getstate__``'s ``__slotnames__``, copyreg's cache): names written by data
+#: (``Enum('E', [('__match_args__', (name,))])``, a standard-library metaclass called with a namespace,
+#: ``type(C)(...)``) are reads the AST check never saw.
+NAMES_READ = frozenset({"__match_args__", "__slotnames__"})
+_COMPILING = object()  # a file's entry in the class check's cache while it is compiled
+_TUPLEGETTER = getattr(sys.modules.get("_collections"), "_tuplegetter", None)  # namedtuple's fields
 #: What the methods dataclasses compiles (``<string>`` code) name besides the class's fields, measured in the
 #: image's Python 3.11 over every option (eq, order, frozen, unsafe_hash, slots, kw_only, defaults, factories,
 #: ``InitVar``, ``ClassVar``, ``__post_init__``); its locals (``__dataclass_builtins_object__``) are no names.
@@ -191,6 +198,7 @@ class Watch:
         self._sources = dict(sources or {})
         self._classes = {}  # class -> why it is untrusted, or None
         self._bodies = {}  # file -> its module's code, compiled again for the class check (None: unreadable)
+        self._class_bodies = {}  # the same for the names class statements wrote (_COMPILING while compiled)
         self._spaces, self._lens, self._names, self._modules, self._module_keys = [], [], [], [], []
         self._getters, self._getter_spaces, self._flat, self._entries = [], [], [], []
         self._held_classes = set()
@@ -521,8 +529,83 @@ class Watch:
                     odd = next((n for n in _names_held(value) if type(n) is not str or not _IDENTIFIER(n)), None)
                     if odd is not None:
                         problems.append(f"class {_QUALNAME(cls)} has {key} naming {odd!r}, not an identifier")
+                if key in NAMES_READ:
+                    odd = self._unwritten_names(cls, key, value)
+                    if odd is not None:
+                        why = f"naming {odd!r}, which no class statement wrote"
+                        problems.append(f"class {_QUALNAME(cls)} has {key} {why}")
             problems += _compiled_names(cls)
         return problems
+
+    def _unwritten_names(self, cls, key, value):
+        """The first name in ``cls``'s own ``key`` (:data:`NAMES_READ`) that the source did not write there, or None.
+
+        ``__match_args__``: a field of namedtuple's (a ``_tuplegetter`` of the class itself), or a string constant of
+        the body of a class statement of that qualified name in its module's file that stores ``__match_args__`` or
+        annotates that name (dataclasses and attrs make theirs of the annotations). ``__slotnames__``: a slot of the
+        class or a base, as copyreg computes them.
+        """
+        names = list(value) if type(value) is tuple or type(value) is list else [value]
+        own = _OWN_DICT(cls)
+        if key == "__slotnames__":
+            slots = set()
+            for c in type.__dict__["__mro__"].__get__(cls):
+                held = _OWN_DICT(c).get("__slots__", ())
+                for n in [held] if type(held) is str else list(held) if type(held) in (tuple, list) else []:
+                    slots.add(f"_{_QUALNAME(c).rsplit('.', 1)[-1].lstrip('_')}{n}" if type(n) is str
+                              and n.startswith("__") and not n.endswith("__") else n)  # fmt: skip
+            return next((n for n in names if type(n) is not str or n not in slots), None)
+        written = set()  # a dataclass inherits its bases' fields
+        for c in type.__dict__["__mro__"].__get__(cls):
+            names_of_c = self._written_names(_OWN_DICT(c).get("__module__"), _QUALNAME(c))
+            if names_of_c is None:  # its file is being compiled (a collection began there): at the next look
+                return None
+            written.update(names_of_c)
+        for n in names:
+            if type(n) is not str:
+                return n
+            if n not in written and (_TUPLEGETTER is None or type(own.get(n)) is not _TUPLEGETTER):
+                return n
+        return None
+
+    def _written_names(self, module_name, qualname):
+        """The names class statements named ``qualname`` in ``module_name``'s file give ``__match_args__`` as
+        constants, or annotate (``x: int``): empty where there is none, or no file; None while the file is being
+        compiled (the collector's callback runs this inside that compile)."""
+        module = sys.modules.get(module_name) if type(module_name) is str else None
+        path = _file(module)
+        if not isinstance(path, str) or self._trusted(path):  # compiling a trusted file is refused under the
+            return frozenset()  # repository's code, where a collection may begin; its bases' names are their own
+        if path not in self._class_bodies:
+            self._class_bodies[path] = _COMPILING
+            code = None
+            try:
+                source = self._sources.get(path)
+                if source is None:
+                    with open(path, "rb") as f:
+                        source = f.read()
+                code = _COMPILE(source, path, "exec", dont_inherit=True)
+            except (OSError, SyntaxError, ValueError):
+                pass
+            self._class_bodies[path] = code
+        if self._class_bodies[path] is _COMPILING:
+            return None
+        stack = [self._class_bodies[path]] if self._class_bodies[path] is not None else []
+        written = set()
+        while stack:
+            body = stack.pop()
+            stack += [c for c in body.co_consts if type(c) is types.CodeType]
+            if body.co_qualname != qualname:
+                continue
+            ops = list(_INSTRUCTIONS(body))
+            if any(i.opname == "STORE_NAME" and i.argval == "__match_args__" for i in ops):
+                for c in body.co_consts:
+                    written.update(x for x in (c if type(c) is tuple else (c,)) if type(x) is str)
+            for before, const, store in zip(ops, ops[1:], ops[2:], strict=False):  # `__annotations__['x'] = int`
+                if (before.opname == "LOAD_NAME" and before.argval == "__annotations__" and const.opname == "LOAD_CONST"
+                        and store.opname == "STORE_SUBSCR" and type(const.argval) is str):  # fmt: skip
+                    written.add(const.argval)
+        return frozenset(written)
 
     def _trusted_class(self, cls):
         """Whether ``cls`` is a class of a trusted module (or test file), held there under its qualified name.
