@@ -11,6 +11,7 @@ reduction, whatever it holds. With one process each function is the identity (mi
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Iterable
 
 import torch
@@ -49,10 +50,21 @@ def close_ranks() -> None:
     gloo's threads while one of them waits for that lock to free a tensor of the last collective (a run that
     finished, hanging at exit). So whatever still holds a reducer in a reference cycle is collected first,
     while the group is registered, and the group ends last, through its own release of the lock.
+
+    A vLLM engine in this process (``backend=vllm``; with one process it made the group itself) ends its own
+    groups when it is shut down, at the latest at exit: a group already destroyed here made that exit print a
+    traceback ("Invalid process group specified"). Its groups therefore end by vLLM's own teardown, which the
+    engine's shutdown then finds done, and with them the run's group.
     """
-    if dist.is_available() and dist.is_initialized():
-        gc.collect()
-        dist.barrier()
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    gc.collect()
+    dist.barrier()
+    engine_groups = sys.modules.get("vllm.distributed.parallel_state")
+    if engine_groups is not None:
+        engine_groups.destroy_model_parallel()
+        engine_groups.destroy_distributed_environment()  # the run's group too, as below
+    if dist.is_initialized():
         dist.destroy_process_group()
 
 

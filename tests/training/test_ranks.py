@@ -64,7 +64,11 @@ def launch(
             command = [*start, *worker]
             processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT))
     codes = [p.wait(timeout=540) for p in processes]
-    assert codes == [0] * len(codes), "\n".join(log.read_text()[-3000:] for log in logs)
+    texts = [log.read_text() for log in logs]
+    assert codes == [0] * len(codes), "\n".join(text[-3000:] for text in texts)
+    for text in texts:  # a rank that ended well printed no traceback on its way out either (an exit code hides it)
+        shown = re.search(r"^(\[rank\d+\]: )?Traceback \(most recent call last\)", text, re.M)
+        assert shown is None, text[shown.start() : shown.start() + 3000]
     results: dict[str, list[dict[str, Any]]] = json.loads(out.read_text())["scenarios"]
     return results
 
