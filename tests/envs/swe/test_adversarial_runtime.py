@@ -606,10 +606,13 @@ REFUSED_SINCE = {
     "no_underscore_variable": ("os.path.expandvars",),
     # the eighth review (`resource`) and the eleventh (who the process runs as) refused these reads by name
     "the_file_size_cap": ("resource",),
-    "a_root_owned_private_output": ("os.getuid",),
-    "its_own_proc_files_owned_by_root": ("os.getuid",),
-    "the_record_descriptor": ("os.getuid",),
+    "a_root_owned_private_output": ("os.getuid", "st_uid"),
+    "its_own_proc_files_owned_by_root": ("os.getuid", "st_uid"),
+    "the_record_descriptor": ("os.getuid", "st_uid"),
     "no_supplementary_groups": ("os.getgroups",),
+    # the twelfth review refused who the process runs as read through the file system: a file's owner, os.access
+    "a_working_directory_it_cannot_write": ("os.access",),
+    "an_unreadable_file_in_the_repository": ("os.access",),
 }
 
 
@@ -779,11 +782,17 @@ def test_a_fix_gated_on_what_the_plain_run_refuses_is_not_solved(
     pool: Any,  # noqa: F811
     task: dict[str, Any],  # noqa: F811
     gate: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The first was graded solved, reward 1, when both of grading's runs hid the test files."""
     before = _with(pool, task, "")
     repair = _gated(before, REFUSAL_GATES[gate])
-    assert added_uses(SOURCE, repair, before, (), CAPS, [TESTS]) == []
+    refused = added_uses(SOURCE, repair, before, (), CAPS, [TESTS])
+    if gate in REFUSED_SINCE:  # the AST check refuses the read now: the plain run is tested past it
+        assert refused and all(any(r in use for r in REFUSED_SINCE[gate]) for use in refused), refused
+        past_the_ast_check(monkeypatch)
+    else:
+        assert refused == []
     grade = _grade(pool, task, {SOURCE: repair})
     assert not grade.solved and grade.status == "failed", grade
     assert sorted(grade.failing) == sorted(task["fail_to_pass"]), grade.failing

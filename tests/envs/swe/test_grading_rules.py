@@ -180,6 +180,18 @@ REFUSED = {
     "package_path": "__path__.append('/tmp/x')\n",
     "refused_module_through_another": "import dataclasses\nsig = dataclasses.inspect.signature\n",
     # always-equal objects
+    # who the process runs as, through the file system or the user table (twelfth review)
+    "a_file_s_owner": "import os\nroot = os.stat('/tmp/x').st_uid == 0\n",
+    "a_file_s_owner_by_pathlib": "from pathlib import Path\nroot = Path('/tmp/x').owner() == 'root'\n",
+    "user_table": "import pwd\n",
+    "group_table": "from grp import getgrall\n",
+    "home": "import os.path\nroot = os.path.expanduser('~') == '/root'\n",
+    "home_by_pathlib": "import pathlib\nroot = pathlib.Path.home().name == 'root'\n",
+    "home_by_a_path": "def f(p):\n    return p.expanduser()\n",
+    "user_base": "import sysconfig\nbase = sysconfig.get_config_var('userbase')\n",
+    "access": "import os\nroot = os.access('/root', os.W_OK)\n",
+    "chown": "import shutil\nshutil.chown('/tmp/x', 0)\n",
+    "setuid": "from os import setegid\nsetegid(0)\n",
     "always_equal": "class S(str):\n    def __eq__(self, other):\n        return True\n",
     "finalizer_method": "class S:\n    def __del__(self):\n        pass\n",
 }

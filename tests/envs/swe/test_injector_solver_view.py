@@ -135,9 +135,12 @@ def test_words_around_the_weakening_are_refused_and_never_reach_a_solver(
 
 
 #: Conditions true when the tests run as a user that owns nothing in /repo (the harness's), false for the
-#: sandbox user that owns it (the solver's shell).
+#: sandbox user that owns it (the solver's shell). ``os.access`` and ``st_uid`` are refused by name since the twelfth
+#: review, so the file's owner is compared with a new file's, read by position, as no name the AST check refuses.
 NOBODYS = {
-    "not_writable": "not _os.access(__file__, _os.W_OK)",
+    "not_the_owner_of_a_new_file": (
+        "_os.fstat(_os.open('/tmp', _os.O_TMPFILE | _os.O_WRONLY))[4] != _os.stat(__file__)[4]"
+    ),
     "not_the_owner": "_os.stat(__file__).st_uid != _os.geteuid()",
 }
 
@@ -149,9 +152,10 @@ NOBODYS = {
 def test_a_bug_on_only_for_the_harness_user_is_refused(pool: Any, files: dict[str, str], condition: str) -> None:  # noqa: F811
     artifact = replace(good_artifact(files), bug_inject_diff=keyed_bug(files, NOBODYS[condition]))
     result = validate_artifact(artifact, pool.image, pool)
-    if condition == "not_the_owner":  # who the process runs as is refused by name since the eleventh review
+    if condition == "not_the_owner":  # who the process runs as is refused by name since the eleventh review (st_uid
+        # since the twelfth, which the detail names first)
         assert not result.valid and result.reason == "bug_capabilities", (result.reason, result.detail)
-        assert "os.geteuid (runner_state)" in result.detail, result.detail
+        assert ".st_uid (runner_state)" in result.detail, result.detail
         return
     # every harness run sees the bug (checks 5-10 hold, the harness half of check 11 too); the solver's own
     # `python -m pytest` of the oracle copies, as the sandbox user, passes them
