@@ -85,6 +85,7 @@ def test_a_fix_gated_on_an_indirect_runner_signal_is_not_solved(
         "'.format(": "format field",
         "record=True": "catch_warnings(record=...)",
         "match _u:": "module asyncio.unix_events used as a value",
+        "expanduser(": "expanduser (runner_state)",  # the twelfth review: the home says who the process runs as
     }
     for spelling, refusal in refused_since.items():
         if spelling in INDIRECT_GATES[gate]:
