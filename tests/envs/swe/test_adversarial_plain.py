@@ -166,17 +166,13 @@ def test_a_fix_gated_on_a_mark_both_runs_share_is_refused(
 
 
 #: No run is root, where a user in the image is, and the file system tells it with no name the AST check can refuse
-#: (twelfth review: each graded solved, reward 1, with the bug in a root `python -P -c` in /repo): a new file's
-#: owner read by position in its stat, and a write only root may make (the package's folder is not the run's).
+#: (twelfth review: graded solved, reward 1, with the bug in a root `python -P -c` in /repo): a new file's owner read
+#: by position in its stat. A write only root may make (the package's folder is not the run's) was graded solved
+#: too; one container grade stands for both here (docs/swe.md).
 NOT_ROOT_GATES = {
     "a_new_file_s_owner_by_position": (
         "import os as _os\nimport tempfile as _tf",
         "with _tf.NamedTemporaryFile() as f:\n        return _os.stat(f.name)[4] != 0",
-    ),
-    "a_write_only_root_may_make": (
-        "import os as _os",
-        "try:\n        open(_os.path.join(_os.path.dirname(__file__), '.w'), 'a').close()\n"
-        "    except OSError:\n        return True\n    return False",
     ),
 }
 

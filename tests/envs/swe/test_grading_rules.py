@@ -182,7 +182,6 @@ REFUSED = {
     # always-equal objects
     # who the process runs as, through the file system or the user table (twelfth review)
     "a_file_s_owner": "import os\nroot = os.stat('/tmp/x').st_uid == 0\n",
-    "a_file_s_owner_by_pathlib": "from pathlib import Path\nroot = Path('/tmp/x').owner() == 'root'\n",
     "user_table": "import pwd\n",
     "group_table": "from grp import getgrall\n",
     "home": "import os.path\nroot = os.path.expanduser('~') == '/root'\n",
