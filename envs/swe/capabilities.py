@@ -48,6 +48,7 @@ from typing import Any
 from sparring import pyast, sparring_home
 from sparring.envs.swe.capability_finder import CapabilityFinder
 from sparring.envs.swe.capability_index import Capability, CapabilityIndex, CapabilityUse, OracleNames
+from sparring.envs.swe.fresh_imports import TaskImage
 
 try:
     import tomllib
@@ -136,9 +137,14 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def find_uses(
-    source: bytes, path: str, capabilities: list[Capability], oracle: OracleNames | None = None
+    source: bytes,
+    path: str,
+    capabilities: list[Capability],
+    oracle: OracleNames | None = None,
+    image: TaskImage | None = None,
 ) -> list[CapabilityUse]:
-    """Every use of ``capabilities`` in a Python source (and, given ``oracle``, every reach for those tests).
+    """Every use of ``capabilities`` in a Python source (and, given ``oracle``, every reach for those tests), with
+    what a fresh import leaves measured in ``image`` (None: in this process).
 
     Raises:
         SyntaxError: The source does not parse (``ValueError`` for null bytes, as Python's own).
@@ -150,7 +156,7 @@ def find_uses(
         text = source.decode("utf-8", errors="replace")
     # Lines as Python's tokenizer numbers them (\n, \r\n, \r): str.splitlines also breaks at U+2028, \x0c and
     # others, which would give every later use the text of the line above it
-    finder = CapabilityFinder(CapabilityIndex(capabilities), path, _LINE_BREAK.split(text))
+    finder = CapabilityFinder(CapabilityIndex(capabilities, image), path, _LINE_BREAK.split(text))
     finder.oracle = oracle
     finder.prepare(tree)
     finder.visit(tree)
@@ -164,6 +170,7 @@ def added_uses(
     restored: Iterable[str],
     capabilities: list[Capability],
     oracle: Iterable[str] = (),
+    image: TaskImage | None = None,
 ) -> list[str]:
     """The capability uses the repair added to ``path``, as refusal lines (empty: nothing refused).
 
@@ -175,13 +182,15 @@ def added_uses(
         capabilities: From :func:`load_capabilities`.
         oracle: The bug's oracle test files (repository-relative): importing one of them, or naming
             one in a string, is refused too (``oracle_tests``).
+        image: The image the code runs in, whose interpreter a fresh import is measured in (``loaded_submodules``:
+            :mod:`~sparring.envs.swe.fresh_imports`); None only where none is known (then this process's).
     """
     names = OracleNames(oracle)
     problem = coding_problem(new, old)
     if problem:
         return [f"{path}: {problem}"]
     try:
-        uses = find_uses(new, path, capabilities, names)
+        uses = find_uses(new, path, capabilities, names, image)
     except (SyntaxError, ValueError):
         # Python cannot compile it either, so it runs nothing; that holds when the host's grammar
         # accepts at least what the image's Python 3.11 does, else the harness cannot vouch for it.
@@ -191,7 +200,7 @@ def added_uses(
     before: Counter[tuple[str, str, str, str]] = Counter()
     if old is not None:
         try:
-            before.update(u.key for u in find_uses(old, path, capabilities, names))
+            before.update(u.key for u in find_uses(old, path, capabilities, names, image))
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             pass  # a start file that does not parse allows nothing
     restored = set(restored)

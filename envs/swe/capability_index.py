@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from sparring.envs.swe.fresh_imports import TaskImage, stdlib_names
+
 __all__ = ["BUILTINS_BY_VALUE", "GETATTR", "MISSING", "ORACLE", "Capability", "CapabilityIndex", "CapabilityUse",
            "OracleNames", "is_module", "stdlib_object"]  # fmt: skip
 
@@ -151,9 +153,11 @@ _COMMON_TAILS = frozenset({"path", "flags", "exit", "stdout", "stderr", "stdin"}
 
 @dataclass
 class CapabilityIndex:
-    """The capabilities arranged for lookup by the finder."""
+    """The capabilities arranged for lookup by the finder, and the image whose interpreter the checked code runs in
+    (its standard library and its fresh imports are measured there; None: in this process, :mod:`fresh_imports`)."""
 
     caps: list[Capability]
+    image: TaskImage | None = None
     sensitive: set[str] = field(default_factory=set)
     refused: set[str] = field(default_factory=set)
     foreign: frozenset[str] = frozenset()
@@ -175,10 +179,11 @@ class CapabilityIndex:
         self.interpreter = self.refused | {"sys", "os", "posix", "nt", "builtins"}
         # modules that are not the repository's: the standard library's and the image's packages
         names = {n for c in self.caps if c.module_stores for n in c.foreign}
-        self.foreign = frozenset(names | set(getattr(sys, "stdlib_module_names", ())) if names else ())
+        stdlib = stdlib_names(self.image) if names or any(c.loaded_submodules for c in self.caps) else frozenset()
+        self.foreign = frozenset(names | stdlib if names else ())
         # modules whose submodules, read as attributes, must be loaded by the file's own imports: the standard
-        # library's and the image's (importing them on the host to measure that does nothing else)
-        measurable = {n for c in self.caps for n in c.foreign} | set(getattr(sys, "stdlib_module_names", ()))
+        # library's and the image's (importing them in a fresh interpreter to measure that does nothing else)
+        measurable = {n for c in self.caps for n in c.foreign} | stdlib
         measuring = any(c.loaded_submodules for c in self.caps)
         self.measured = frozenset(measurable - _IMPORT_EFFECTS) if measuring else frozenset()
         # each capability's listed arguments, parsed: (callee or "*", keyword, position or None), and the callees

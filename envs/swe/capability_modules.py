@@ -1,7 +1,8 @@
 """The AST walk's reads of the module table: a package's submodules, the packages modules hold, modules as values.
 
 A mixin of :class:`~sparring.envs.swe.capability_finder.CapabilityFinder` (see ``capabilities.toml``'s
-``loaded_submodules`` and ``module_values``; ``fresh_imports`` measures what a fresh interpreter has).
+``loaded_submodules`` and ``module_values``; ``fresh_imports`` measures what a fresh interpreter has, the task
+image's where the index names one).
 """
 
 from __future__ import annotations
@@ -36,22 +37,24 @@ class ModuleReads:
 
     def submodules(self, package: str) -> frozenset[str]:
         """``package``'s submodules, where it is a measured package (the standard library's or the image's)."""
-        return submodules(package) if package.split(".")[0] in self.index.measured else frozenset()
+        return submodules(package, self.index.image) if package.split(".")[0] in self.index.measured else frozenset()
 
     def fresh(self) -> frozenset[str]:
         """Every ``package.attribute`` a fresh interpreter has after the file's imports of measured modules."""
         if self._fresh is None:
-            self._fresh = fresh_attributes(tuple(sorted(m for m in self.imported
-                                                        if m.split(".")[0] in self.index.measured)))  # fmt: skip
+            self._fresh = fresh_attributes(self.measured_imports(), self.index.image)
         return self._fresh
 
     def held(self) -> dict[str, str]:
         """``module.attribute`` -> the package it holds, after a fresh interpreter runs the file's imports
         (``shutil.collections``: ``collections``)."""
         if self._held is None:
-            self._held = held_packages(tuple(sorted(m for m in self.imported
-                                                    if m.split(".")[0] in self.index.measured)))  # fmt: skip
+            self._held = held_packages(self.measured_imports(), self.index.image)
         return self._held
+
+    def measured_imports(self) -> tuple[str, ...]:
+        """The file's imports of measured modules, in the order the fresh interpreter runs them."""
+        return tuple(sorted(m for m in self.imported if m.split(".")[0] in self.index.measured))
 
     def held_chain(self, node: ast.AST, parts: list[str], whole: bool) -> None:
         """A chain rooted at an imported module, read link by link as a fresh interpreter has it: where a link is
