@@ -51,6 +51,7 @@ from typing import Any
 from sparring.envs.swe.bugs.artifact import BugArtifact, diff_files, split_diff
 from sparring.envs.swe.capabilities import added_uses, load_capabilities, processes_allowed
 from sparring.envs.swe.carry import CarryPlan, carry_plan, protected_paths
+from sparring.envs.swe.fresh_imports import TaskImage
 from sparring.envs.swe.harness import HONEST_STATUSES, harness_run, pytest_ini
 from sparring.envs.swe.runs import BUG_DIR, BUGGY, GIT, MAX_TARGET_IDS, WEAKENED, _q, _tar, prepare_state
 
@@ -261,11 +262,15 @@ class GradeResult:
         return asdict(self)
 
 
-def harness_tampering(artifact: BugArtifact, changes: SolverChanges, plan: CarryPlan | None = None) -> list[str]:
+def harness_tampering(
+    artifact: BugArtifact, changes: SolverChanges, plan: CarryPlan | None = None, image: TaskImage | None = None
+) -> list[str]:
     """The capability uses the repair adds in the files grading carries (empty: nothing refused).
 
     Each carried file is checked against the file the solver started from; a use on a line the
     bug removed is allowed, since restoring it is the fix (:func:`~sparring.envs.swe.capabilities.added_uses`).
+    What a fresh import leaves is measured in ``image``, the task's (``TaskImage.of(pool.image, pool.hosts)``);
+    None measures it in this process, for checks with no image (the AST check's unit tests).
     """
     plan = plan or carry_plan(artifact, changes)
     removed: dict[str, set[str]] = {}
@@ -278,7 +283,7 @@ def harness_tampering(artifact: BugArtifact, changes: SolverChanges, plan: Carry
     found: list[str] = []
     for path, data in sorted(plan.written.items()):
         found += added_uses(
-            path, data, changes.replaced.get(path), removed.get(path, ()), capabilities, artifact.test_files
+            path, data, changes.replaced.get(path), removed.get(path, ()), capabilities, artifact.test_files, image
         )
     return found
 
@@ -369,7 +374,7 @@ def grade_repair(
     plan = carry_plan(artifact, changes)
     result = GradeResult(solved=False, ignored=sorted(plan.dropped), ignored_reasons=dict(plan.dropped))
     result.time_limit = limit = grade_time_limit(clean_seconds, timeout)
-    result.tampering = harness_tampering(artifact, changes, plan)
+    result.tampering = harness_tampering(artifact, changes, plan, TaskImage.of(pool.image, pool.hosts))
     if result.tampering:
         result.status = "refused"
         result.error = (

@@ -46,6 +46,7 @@ from typing import Any
 from sparring import pyast
 from sparring.envs.swe.bugs.artifact import BugArtifact, diff_files, split_diff
 from sparring.envs.swe.capabilities import added_uses, load_capabilities, processes_allowed
+from sparring.envs.swe.fresh_imports import TaskImage
 from sparring.envs.swe.grading import GradeResult, SolverChanges, changes_between, grade_repair
 from sparring.envs.swe.harness import HONEST_STATUSES, harness_run, pytest_ini
 from sparring.envs.swe.runs import GIT, MAX_TARGET_IDS, _q, _tar
@@ -245,14 +246,15 @@ def unchanged_tests(oracle: dict[str, bytes], weakened: dict[str, bytes], hidden
 # -------------------------------------------------------------------------------------- check 10
 
 
-def bug_capability_uses(artifact: BugArtifact, view: SolverView) -> list[str]:
-    """Capability uses the bug adds to the original files, as a repair's are listed (empty: none)."""
+def bug_capability_uses(artifact: BugArtifact, view: SolverView, image: TaskImage | None = None) -> list[str]:
+    """Capability uses the bug adds to the original files, as a repair's are listed (empty: none), with what a fresh
+    import leaves measured in ``image`` (the task's; None: in this process)."""
     capabilities = load_capabilities(artifact.repo)
     found: list[str] = []
     for path in diff_files(artifact.bug_inject_diff):
         new = view.start.get(path)
         if new is not None and path.endswith(".py"):
-            found += added_uses(path, new, view.original.get(path), (), capabilities, artifact.test_files)
+            found += added_uses(path, new, view.original.get(path), (), capabilities, artifact.test_files, image)
     return found
 
 

@@ -51,6 +51,7 @@ from typing import Any
 
 from sparring.envs.swe.bugs.artifact import BugArtifact, diff_files, diff_problem
 from sparring.envs.swe.carry import code_files
+from sparring.envs.swe.fresh_imports import TaskImage
 from sparring.envs.swe.grading import PER_TEST_TIMEOUT, check_seconds, protected_paths
 from sparring.envs.swe.harness import HONEST_STATUSES
 from sparring.envs.swe.integrity import (
@@ -320,7 +321,7 @@ def validate_artifact(
         result.runs = {name: round(r.harness.seconds, 3) if r.harness else 0.0 for name, r in runs.items()}
         if view.run is not None:
             result.runs["solver_tree"] = round(view.run.seconds, 3)
-        _judge(artifact, config, changed, runs, checks, result, view)
+        _judge(artifact, config, changed, runs, checks, result, view, TaskImage.of(image, pool.hosts))
         with ThreadPoolExecutor(max_workers=1) as side:  # the solver's own run goes beside grading's two
             shown = side.submit(solver_shell_problem, shells[0], result.fail_to_pass, timeout=config.test_timeout)
             problem, grades = graded_problem(pool, artifact, view, result.fail_to_pass, result.pass_to_pass, **limits)
@@ -487,10 +488,12 @@ def _judge(
     checks: dict[str, bool],
     result: ValidationResult,
     view: SolverView,
+    image: TaskImage,
 ) -> None:
     """Checks 1-11 on the runs' results, in order; raises :class:`_Rejected` at the first failure.
 
-    Of check 11 only the harness's run: the solver's own run needs the FAIL_TO_PASS tests known here.
+    Of check 11 only the harness's run: the solver's own run needs the FAIL_TO_PASS tests known here. Check 10
+    measures fresh imports in ``image``.
     """
     for run in runs.values():
         if run.setup_error:
@@ -543,7 +546,7 @@ def _judge(
     checks["harness_agreement"] = True
     result.fail_to_pass = confirmed
     result.pass_to_pass = sorted(before & _passed(buggy))
-    uses = bug_capability_uses(artifact, view)
+    uses = bug_capability_uses(artifact, view, image)
     if uses:
         raise _Rejected(
             "bug_capabilities",

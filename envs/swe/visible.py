@@ -42,6 +42,7 @@ from typing import Any
 from sparring.envs.swe.bugs.artifact import BugArtifact
 from sparring.envs.swe.capabilities import processes_allowed
 from sparring.envs.swe.carry import carry_plan
+from sparring.envs.swe.fresh_imports import TaskImage
 from sparring.envs.swe.grading import (
     PER_TEST_TIMEOUT,
     SolverChanges,
@@ -95,7 +96,7 @@ def visible_statuses(
     None when grading would refuse the changes or the run did not end honestly: nothing counts then.
     """
     plan = carry_plan(artifact, changes)
-    if harness_tampering(artifact, changes, plan):
+    if harness_tampering(artifact, changes, plan, TaskImage.of(pool.image, pool.hosts)):
         return None
     sandbox = pool.acquire()
     try:
