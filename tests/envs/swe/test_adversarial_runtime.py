@@ -1727,6 +1727,45 @@ def test_ordinary_code_near_the_new_constructs_is_allowed() -> None:
         assert added_uses("pkg/m.py", source.encode(), None, [], CAPS) == [], source
 
 
+@pytest.mark.docker
+def test_fresh_imports_are_measured_in_the_task_image_once_per_set_of_imports(
+    pool: Any,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The check measures a fresh import in the image the code runs in, not in this process: where the two differ,
+    the image's answer counts (its Python 3.11.2's zipfile imports re, 3.11.7's does not), and a container starts
+    once for the image's table and once per set of imports, however many files ask."""
+    from sparring.envs.swe import fresh_imports
+
+    starts: list[tuple[str, ...]] = []
+    probe = fresh_imports._in_image
+
+    def counted(image: fresh_imports.TaskImage, program: str, *args: str) -> bytes:
+        starts.append(args[1:])
+        return probe(image, program, *args)
+
+    monkeypatch.setattr(fresh_imports, "_in_image", counted)
+    fresh_imports._table.cache_clear()
+    fresh_imports._probe.cache_clear()
+    image = fresh_imports.TaskImage.of(pool.image, pool.hosts)
+    assert image.id and len(starts) == 1, starts  # the table: the image's sys.path, packages and standard library
+    held = fresh_imports.held_packages(("zipfile",), image)
+    assert held.get("zipfile.re") == "re", held  # the image's, whatever this process's zipfile holds
+    assert "/opt/venv/lib/python3.11/site-packages" in fresh_imports._table(image)[0]
+    assert "rewrite" in fresh_imports.submodules("_pytest.assertion", image)  # the image's pytest, on its path
+    for _ in range(2):
+        assert "email.message" in added_uses("pkg/m.py", b"import email\nx = hasattr(email, 'message')\n", None, [],
+                                             CAPS, image=image)[0]  # fmt: skip
+        assert not added_uses("pkg/m.py", b"import email.message\nm = email.message.Message\n", None, [], CAPS,
+                              image=image)  # fmt: skip
+        assert fresh_imports.fresh_attributes(("zipfile",), image)
+    assert starts == [(), ('["zipfile"]',), ('["email"]',), ('["email.message"]',)], starts
+    missing = fresh_imports.TaskImage.of("sparring-repo/no-such-image:0")  # fails closed: nothing loaded
+    assert not missing.id and not fresh_imports.fresh_attributes(("email",), missing)
+    assert "email.message" in added_uses("pkg/m.py", b"import email.message\nm = email.message\n", None, [], CAPS,
+                                         image=missing)[0]  # fmt: skip
+
+
 def test_a_use_spanning_lines_counts_as_restored_only_if_every_line_was_removed() -> None:
     removed_line = "handler = (os"
     original = "import os\n\n\ndef f():\n    handler = (os\n        ).kill\n    return handler\n"
