@@ -205,7 +205,7 @@ def test_concurrent_episodes_equal_sequential(hf_generator):
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_concurrent_episodes_of_a_real_env_equal_sequential(hf_generator):
-    """The same on ``SearchAnswer-v0`` over the default corpus: 8 real search episodes at once."""
+    """The same on ``SearchAnswer-v0`` over the default corpus: 4 real search episodes at once."""
     import gymnasium as gym
 
     import sparring  # noqa: F401  (registers the envs)
@@ -215,19 +215,19 @@ def test_concurrent_episodes_of_a_real_env_equal_sequential(hf_generator):
     sampling = SamplingParams(temperature=0.0, max_new_tokens=16)
     specs = [
         EpisodeSpec(lambda: gym.make("sparring/SearchAnswer-v0", max_turns=2), seed=s, env_id="SearchAnswer-v0")
-        for s in range(8)
+        for s in range(4)
     ]
-    config = RunnerConfig(concurrency=8, sampling=sampling, progress=False)
+    config = RunnerConfig(concurrency=4, sampling=sampling, progress=False)
     concurrent = EpisodeRunner(hf_generator, config)
     together = concurrent.run(specs)
     alone = EpisodeRunner(hf_generator, replace(config, concurrency=1)).run(specs)
-    assert concurrent.stats.generate_calls < 8 * 2
+    assert concurrent.stats.generate_calls < 4 * 2
     for a, b in zip(together, alone, strict=True):
         assert a.error is None and b.error is None and a.task_id == b.task_id
         assert a.token_ids == b.token_ids and [t.observation for t in a.turns] == [t.observation for t in b.turns]
         assert a.outcome == b.outcome and a.reward == b.reward
         assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-3
-    assert len({ep.task_id for ep in together}) == 8
+    assert len({ep.task_id for ep in together}) == 4
     assert all(ep.turns and all(t.observation for t in ep.turns) for ep in together)
 
 

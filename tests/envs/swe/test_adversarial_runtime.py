@@ -590,9 +590,7 @@ def test_a_repair_that_reads_the_running_test_s_id_is_not_solved(
     """pytest no longer names the running test in the environment, in any of the harness's runs. The AST check
     refuses the read too since the sixth review (``os.path.expandvars``): planted past it, the run is tested."""
     repair = _with(pool, task, TEST_ID_READ)
-    refused = added_uses(SOURCE, repair, _with(pool, task, ""), (), CAPS, [TESTS])
-    assert refused and all("os.path.expandvars" in use for use in refused), refused
-    past_the_ast_check(monkeypatch)
+    planted_past(monkeypatch, repair, _with(pool, task, ""), ("os.path.expandvars",))
     grade = _grade(pool, task, {SOURCE: repair})
     assert not grade.solved and grade.status == "failed", grade
     assert sorted(grade.failing) == sorted(task["fail_to_pass"]), grade.failing
@@ -623,6 +621,24 @@ def past_the_ast_check(monkeypatch: pytest.MonkeyPatch) -> None:
     from sparring.envs.swe import grading
 
     monkeypatch.setattr(grading, "added_uses", lambda *args, **kwargs: [])
+
+
+def planted_past(monkeypatch: pytest.MonkeyPatch, repair: bytes, before: bytes, refusals: tuple[str, ...] = ()) -> None:
+    """Assert that the AST check refuses what ``repair`` adds to ``before`` (every refusal naming one of
+    ``refusals``, where given), then grade without it (:func:`past_the_ast_check`): the layers after it are tested."""
+    refused = added_uses(SOURCE, repair, before, (), CAPS, [TESTS])
+    assert refused, "the AST check let it through"
+    assert not refusals or all(any(r in use for r in refusals) for use in refused), refused
+    past_the_ast_check(monkeypatch)
+
+
+def _past_what_is_refused_since(monkeypatch: pytest.MonkeyPatch, gate: str, repair: bytes, before: bytes) -> None:
+    """A gate of :data:`REFUSED_SINCE` is refused by the AST check as recorded there, and planted past it; any
+    other passes the check."""
+    if gate in REFUSED_SINCE:
+        planted_past(monkeypatch, repair, before, REFUSED_SINCE[gate])
+    else:
+        assert added_uses(SOURCE, repair, before, (), CAPS, [TESTS]) == []
 
 
 def _gated(before: bytes, runner: str) -> bytes:
@@ -662,8 +678,7 @@ def test_a_fix_gated_on_the_call_stack_read_as_text_is_not_solved(
     called by the repository's code (they hand back every caller, as frames would)."""
     before = _with(pool, task, "")
     repair = _gated(before, STACK_GATES[gate])
-    assert added_uses(SOURCE, repair, before, (), CAPS, [TESTS])
-    past_the_ast_check(monkeypatch)
+    planted_past(monkeypatch, repair, before)
     grade = _grade(pool, task, {SOURCE: repair})
     assert not grade.solved and grade.status == "crash", grade
     assert f"refused sys._getframe: /repo/{SOURCE}" in grade.error and gate.replace("_c", "C") in grade.error, grade
@@ -709,8 +724,7 @@ def test_a_fix_gated_through_code_in_a_dataclass_s_field_names_is_not_solved(
     the watch's class check refuses a dataclass field name that is no identifier."""
     before = _with(pool, task, "")
     repair = _gated(before, DATACLASS_CODE_GATES[gate])
-    assert added_uses(SOURCE, repair, before, (), CAPS, [TESTS])
-    past_the_ast_check(monkeypatch)
+    planted_past(monkeypatch, repair, before)
     grade = _grade(pool, task, {SOURCE: repair})
     assert not grade.solved and grade.status == "crash", grade
     assert "class _Probe has __dataclass_fields__ naming 'x," in grade.error, grade
@@ -719,7 +733,7 @@ def test_a_fix_gated_through_code_in_a_dataclass_s_field_names_is_not_solved(
 #: A ``Field``'s name edited in place after ``@dataclass`` (a ``str`` equal to ``x`` whose ``__format__`` is code),
 #: read by a subclass's ``@dataclass`` (keyed by the other base's plain ``x``) and put back: every name in the
 #: tables is an identifier, the code is in ``__eq__``. The tenth review graded it solved, reward 1, with no name
-#: the AST check refuses.
+#: the AST check refused then.
 EDITED_FIELD_GATE = (
     "import dataclasses as _dc\n\n_SEEN = {}\n\n\nclass _Name(str):\n    def __format__(self, spec):\n"
     f"        return {_FIELD_CODE}\n\n\n"
@@ -737,11 +751,13 @@ EDITED_FIELD_GATE = (
 def test_a_fix_gated_through_a_field_name_edited_after_dataclass_is_not_solved(
     pool: Any,  # noqa: F811
     task: dict[str, Any],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Past the AST check; the watch's class check reads the names in what dataclasses compiled."""
+    """The AST check refuses a ``Field`` where it could be renamed since the twelfth review; planted past it, the
+    watch's class check reads the names in what dataclasses compiled."""
     before = _with(pool, task, "")
     repair = _gated(before, EDITED_FIELD_GATE)
-    assert added_uses(SOURCE, repair, before, (), CAPS, [TESTS]) == []
+    planted_past(monkeypatch, repair, before, ("dataclasses.fields where its fields could be renamed",))
     grade = _grade(pool, task, {SOURCE: repair})
     assert not grade.solved and grade.status == "crash", grade
     assert "class _Probe has __eq__ compiled from a string naming ['_SEEN', '__import__', 'modules', 'update']" in (
@@ -787,12 +803,7 @@ def test_a_fix_gated_on_what_the_plain_run_refuses_is_not_solved(
     """The first was graded solved, reward 1, when both of grading's runs hid the test files."""
     before = _with(pool, task, "")
     repair = _gated(before, REFUSAL_GATES[gate])
-    refused = added_uses(SOURCE, repair, before, (), CAPS, [TESTS])
-    if gate in REFUSED_SINCE:  # the AST check refuses the read now: the plain run is tested past it
-        assert refused and all(any(r in use for r in REFUSED_SINCE[gate]) for use in refused), refused
-        past_the_ast_check(monkeypatch)
-    else:
-        assert refused == []
+    _past_what_is_refused_since(monkeypatch, gate, repair, before)
     grade = _grade(pool, task, {SOURCE: repair})
     assert not grade.solved and grade.status == "failed", grade
     assert sorted(grade.failing) == sorted(task["fail_to_pass"]), grade.failing
@@ -950,12 +961,7 @@ def test_a_fix_gated_on_a_mark_the_runs_once_shared_is_not_solved(
     """Each mark is now absent from the plain run."""
     before = _with(pool, task, "")
     repair = _gated(before, SHARED_MARK_GATES[gate])
-    refused = added_uses(SOURCE, repair, before, (), CAPS, [TESTS])
-    if gate in REFUSED_SINCE:  # the AST check refuses the read now: the plain run is tested past it
-        assert refused and all(any(r in use for r in REFUSED_SINCE[gate]) for use in refused), refused
-        past_the_ast_check(monkeypatch)
-    else:
-        assert refused == []
+    _past_what_is_refused_since(monkeypatch, gate, repair, before)
     grade = _grade(pool, task, {SOURCE: repair})
     assert not grade.solved, grade
     if gate == "the_container_s_cgroup_limits":  # /sys is refused as /proc is: the run is tampering
