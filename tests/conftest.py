@@ -20,40 +20,50 @@ from sparring.envs.search.retrieval import BM25Retriever, open_retriever
 # The quick start runs the suite in two pytest-xdist workers that take whole files, one at a time as each runs
 # low, in collection order (``--no-loadscope-reorder``: xdist would otherwise order the files by their number of
 # tests, which put the one-test learning file, the longest, last). The heaviest files go first, longest first,
-# so the end of the run is short files on both workers rather than one long file alone: seconds per file from
-# the whole suite in two workers (2026-11-27, cpu-2c-amx; setup, tests and teardown of each file's tests).
+# so the end of the run is short files on both workers rather than one long file alone (a file missing here ran
+# last and alone for 200 s): seconds per file (setup, tests and teardown) from the whole suite in two workers
+# (2026-11-28, cpu-2c-zen4); every file of 25 s or more.
 HEAVY_FIRST = (
-    "tests/envs/swe/test_validation.py",  # 406 s
-    "tests/envs/swe/test_adversarial_validation.py",  # 374 s
-    "tests/envs/swe/test_repair_env.py",  # 235 s
-    "tests/envs/swe/test_adversarial_injector.py",  # 198 s
-    "tests/agents/test_runner.py",  # 197 s
-    "tests/training/test_game.py",  # 159 s
-    "tests/training/test_learning.py",  # 157 s
-    "tests/training/test_server_ranks.py",  # 143 s alone, two servers (2026-11-27, cpu-2c-zen4; opt-in before)
-    "tests/training/test_fsdp.py",  # 114 s
-    "tests/agents/test_swe_bench_export.py",  # 113 s
-    "tests/agents/test_vllm_backend.py",  # 110 s
-    "tests/training/test_demos.py",  # 109 s
-    "tests/agents/test_vllm_server.py",  # 108 s
+    "tests/envs/swe/test_adversarial_validation.py",  # 285 s
+    "tests/envs/swe/test_adversarial_runtime.py",  # 268 s
+    "tests/envs/swe/test_validation.py",  # 258 s
+    "tests/training/test_ranks.py",  # 216 s
+    "tests/training/test_vllm_training.py",  # 204 s
+    "tests/envs/swe/test_adversarial_injector.py",  # 180 s
+    "tests/training/test_server_ranks.py",  # 160 s
+    "tests/training/test_learning.py",  # 154 s
+    "tests/agents/test_vllm_server.py",  # 150 s
+    "tests/envs/swe/test_adversarial_plain.py",  # 150 s
+    "tests/training/test_game.py",  # 150 s
+    "tests/agents/test_swe_bench_export.py",  # 138 s
+    "tests/agents/test_runner.py",  # 120 s
+    "tests/envs/swe/test_bugstore.py",  # 120 s
+    "tests/training/test_fsdp.py",  # 111 s
     "tests/training/test_judging.py",  # 107 s
-    "tests/envs/swe/test_bugstore.py",  # 98 s
-    "tests/containers/test_sandbox.py",  # 96 s
-    "tests/envs/swe/test_adversarial_plain.py",  # 95 s
-    "tests/envs/swe/test_inject_env.py",  # 89 s
-    "tests/agents/test_evaluation_swe.py",  # 88 s
-    "tests/envs/swe/test_visible.py",  # 86 s
-    "tests/test_integrations_docs.py",  # 72 s
-    "tests/training/test_bench_train.py",  # 71 s
-    "tests/training/test_ranks.py",  # 68 s
-    "tests/envs/swe/test_adversarial_inplace.py",  # 68 s
-    "tests/agents/test_http.py",  # 66 s
-    "tests/agents/test_evaluation_judge_swe.py",  # 61 s
-    "tests/envs/swe/test_adversarial_runtime.py",  # 60 s
-    "tests/training/test_resume.py",  # 54 s
-    "tests/containers/test_remote_engine.py",  # 52 s
-    "tests/envs/swe/test_repos.py",  # 50 s
-    "tests/agents/test_answering.py",  # 49 s
+    "tests/training/test_demos.py",  # 106 s
+    "tests/envs/swe/test_repair_env.py",  # 94 s
+    "tests/agents/test_evaluation_swe.py",  # 90 s
+    "tests/envs/swe/test_inject_env.py",  # 88 s
+    "tests/containers/test_sandbox.py",  # 81 s
+    "tests/test_integrations_docs.py",  # 81 s
+    "tests/agents/test_vllm_backend.py",  # 70 s
+    "tests/agents/test_http.py",  # 69 s
+    "tests/envs/swe/test_adversarial_solver.py",  # 67 s
+    "tests/training/test_bench_train.py",  # 63 s
+    "tests/envs/swe/test_bench_validate.py",  # 63 s
+    "tests/agents/test_answering.py",  # 62 s
+    "tests/training/test_resume.py",  # 53 s
+    "tests/envs/swe/test_visible.py",  # 53 s
+    "tests/envs/swe/test_injector_solver_view.py",  # 48 s
+    "tests/agents/test_evaluation_judge_swe.py",  # 38 s
+    "tests/envs/swe/test_adversarial_inplace.py",  # 36 s
+    "tests/test_front_door.py",  # 35 s
+    "tests/containers/test_remote_engine.py",  # 34 s
+    "tests/agents/test_hf_episodes.py",  # 31 s
+    "tests/agents/test_evaluation.py",  # 30 s
+    "tests/agents/test_evaluation_propose.py",  # 29 s
+    "tests/envs/swe/test_hostile_files.py",  # 26 s
+    "tests/agents/test_evaluation_judge.py",  # 25 s
 )
 
 

@@ -63,9 +63,17 @@ interrupted frame with no audit event).
 """
 
 import errno
+import itertools
+import operator
 import os
 import signal
 import sys
+
+# Bound now, before any of the repository's code runs: the checks below compare by identity in C loops.
+_IS, _CALL, _chain = operator.is_, operator.call, itertools.chain.from_iterable
+#: A hook implementation's fields that the checks compare (``wrapper``: pluggy 1.1 and later).
+_HOOK_FIELDS = operator.attrgetter("plugin", "function", "function.__code__", "hookwrapper", "wrapper")
+_GET_IMPLS = operator.methodcaller("get_hookimpls")
 
 #: Trusted helpers whose result hands frames (or tracebacks) to their caller: (file tail, function).
 EXPOSING = frozenset(
@@ -444,7 +452,10 @@ class Integrity:
         self._report_classes = tuple(report_classes)
         self._trusted = trusted
         self._dotted = tuple(p + "." for p in prefixes)
-        self._flat = []  # (a module's or class's namespace, key, value), compared by identity
+        # Each namespace's held values: one itemgetter per namespace reads them back, compared by identity in one
+        # C loop (``_changed_modules``); ``_entries`` (namespace, key, value, owner) names what differs.
+        self._getters, self._spaces, self._values, self._entries = [], [], [], []
+        self._hook_state = None  # the hook implementations as _hook_fields reads them (None: read the slow way)
         self._seen_modules = 0
         self._prefixes = prefixes
         self._modules = {}
@@ -467,18 +478,55 @@ class Integrity:
         for name, module in self._framework_modules():
             self._take(name, module)
         self._hooks = self._hookimpls(pluginmanager)
+        self._hook_state = self._hook_fields(pluginmanager)
         return self.foreign_hooks(self._hooks)
 
     def _take(self, name, module):
         values = dict(vars(module))
         self._modules[name] = (module, values)
-        self._flat += [(vars(module), k, v, name) for k, v in values.items() if (name, k) not in self._mutable]
+        self._hold(vars(module), name, [(k, v) for k, v in values.items() if (name, k) not in self._mutable])
         for value in values.values():
             # the framework's own classes (what it imports from elsewhere is that module's)
             if isinstance(value, type) and value not in self._classes and value.__module__ == name:
                 self._classes[value] = dict(vars(value))
-                self._flat += [(vars(value), k, v, value.__qualname__) for k, v in vars(value).items()
-                               if (value.__qualname__, k) not in _MUTABLE_CLASS_ATTRIBUTES]  # fmt: skip
+                qualname = value.__qualname__
+                pairs = [(k, v) for k, v in vars(value).items() if (qualname, k) not in _MUTABLE_CLASS_ATTRIBUTES]
+                self._hold(vars(value), qualname, pairs)
+
+    def _hold(self, space, owner, pairs):
+        """Hold ``space``'s (key, value) ``pairs``, read back at each check by one ``itemgetter``."""
+        if not pairs:
+            return
+        self._entries += [(space, k, v, owner) for k, v in pairs]
+        pairs.append(pairs[0])  # two keys at least: the getter then always answers a tuple
+        self._getters.append(operator.itemgetter(*(k for k, _ in pairs)))
+        self._spaces.append(space)
+        self._values += [v for _, v in pairs]
+
+    @staticmethod
+    def _hook_fields(pluginmanager):
+        """The hook callers' names, their numbers of implementations and every implementation's fields, flat (None
+        where a caller or an implementation does not read this way: the checks then take the slow way alone)."""
+        try:
+            relay = vars(pluginmanager.hook)
+            names = sorted(relay)
+            impls = list(map(_GET_IMPLS, map(relay.__getitem__, names)))
+            return names, list(map(len, impls)), list(_chain(map(_HOOK_FIELDS, _chain(impls))))
+        except Exception:
+            return None
+
+    def _same_hook_fields(self, pluginmanager):
+        """True only where every caller and implementation field is the very object it was (else: the slow way)."""
+        then = self._hook_state
+        if then is None:
+            return False
+        now = self._hook_fields(pluginmanager)
+        if now is None:
+            return False
+        for a, b in ((now[0], then[0]), (now[2], then[2])):
+            if len(a) != len(b) or not all(map(_IS, a, b)):
+                return False
+        return now[1] == then[1]
 
     @staticmethod
     def _hookimpls(pluginmanager):
@@ -514,18 +562,26 @@ class Integrity:
             problems.append(f"a report of class {type(report).__qualname__}, not pytest's")
         if self._hooks is None:
             return problems
-        hooks = self._hookimpls(pluginmanager)
-        if not self._same_hooks(hooks):
-            problems.append("the registered hook implementations changed (a plugin added, removed or wrapped)")
-            problems += self.foreign_hooks(hooks)
+        if not self._same_hook_fields(pluginmanager):  # the common case ends here, in C loops
+            hooks = self._hookimpls(pluginmanager)
+            if not self._same_hooks(hooks):
+                problems.append("the registered hook implementations changed (a plugin added, removed or wrapped)")
+                problems += self.foreign_hooks(hooks)
         if full:
             problems += self._changed_modules() + self.foreign_signal_handlers()
         return problems
 
     def _changed_modules(self):
         """Replaced module or class attributes, modules replaced in the table, attributes added."""
-        missing = object()
-        problems = [f"{owner}.{k} was replaced" for space, k, v, owner in self._flat if space.get(k, missing) is not v]
+        try:  # C all the way: one getter call per namespace, then identity per value
+            same = all(map(_IS, _chain(map(_CALL, self._getters, self._spaces)), self._values))
+        except KeyError:
+            same = False
+        problems = []
+        if not same:
+            missing = object()
+            problems = [f"{owner}.{k} was replaced" for space, k, v, owner in self._entries
+                        if space.get(k, missing) is not v]  # fmt: skip
         if len(sys.modules) != self._seen_modules:
             self._seen_modules = len(sys.modules)
             for name, module in self._framework_modules():
