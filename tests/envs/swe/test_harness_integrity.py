@@ -1,0 +1,97 @@
+"""The harness's integrity check (``harness_guard.Integrity``) on a real pytest plugin manager, in this process.
+
+The check compares by identity in C loops and takes the slow way only to name what differs: each change below must
+be found, named, and gone once undone (the run's own harness tests are the container files; this is the check
+alone, on pytest's and pluggy's real modules).
+"""
+
+from __future__ import annotations
+
+import os
+import sysconfig
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from _pytest.config import get_config
+from _pytest.reports import CollectReport, TestReport
+
+from sparring.envs.swe import harness_guard as guard
+
+
+@pytest.fixture
+def checked() -> Iterator[tuple[Any, Any]]:
+    """An ``Integrity`` snapshot of a plugin manager with pytest's default plugins (as a run's at collection's end)."""
+    manager = get_config().pluginmanager
+    folders = [p.rstrip("/") + "/" for p in {sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib")}]
+    folders.append(os.path.dirname(guard.__file__) + "/")
+    integrity = guard.Integrity((TestReport, CollectReport), guard.make_trusted(folders, []))
+    assert integrity.snapshot(manager) == []  # no implementation from an untrusted file
+    yield integrity, manager
+
+
+def _problems(checked: tuple[Any, Any]) -> list[str]:
+    integrity, manager = checked
+    return list(integrity.check(manager, full=True))
+
+
+def test_an_untouched_framework_passes_every_check(checked: tuple[Any, Any]) -> None:
+    assert _problems(checked) == [] and _problems(checked) == []
+
+
+def test_a_replaced_or_removed_attribute_of_a_framework_module_or_class_is_named(
+    checked: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import _pytest.pathlib
+
+    monkeypatch.setattr(_pytest.pathlib, "make_numbered_dir", lambda *a, **k: None)
+    assert _problems(checked) == ["_pytest.pathlib.make_numbered_dir was replaced"]
+    monkeypatch.undo()
+    monkeypatch.delattr(_pytest.pathlib, "rm_rf")
+    assert _problems(checked) == ["_pytest.pathlib.rm_rf was replaced"]
+    monkeypatch.undo()
+    monkeypatch.setattr(TestReport, "from_item_and_call", classmethod(lambda cls, item, call: None))
+    assert _problems(checked) == ["TestReport.from_item_and_call was replaced"]
+    monkeypatch.undo()
+    monkeypatch.setattr(TestReport, "_to_json", lambda self: {}, raising=False)  # its base's, shadowed
+    assert _problems(checked) == ["_pytest.reports.TestReport._to_json was added"]
+    monkeypatch.undo()
+    assert _problems(checked) == []
+
+
+def test_a_changed_hook_implementation_or_an_added_plugin_is_named(
+    checked: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    integrity, manager = checked
+    (first, *_) = manager.hook.pytest_runtest_setup.get_hookimpls()
+    monkeypatch.setattr(first, "function", bool)  # a builtin: no code of its own
+    problems = _problems(checked)
+    assert problems[0].startswith("the registered hook implementations changed"), problems
+    assert "a pytest_runtest_setup implementation from <class 'bool'> is registered" in problems, problems
+    monkeypatch.undo()
+    assert _problems(checked) == []
+
+    class Forge:
+        @pytest.hookimpl
+        def pytest_runtest_logreport(self, report: Any) -> None:
+            report.outcome = "passed"
+
+    manager.register(Forge(), name="forge")
+    try:
+        problems = _problems(checked)
+        assert problems[0].startswith("the registered hook implementations changed"), problems
+        assert f"a pytest_runtest_logreport implementation from {__file__} is registered" in problems, problems
+    finally:
+        manager.unregister(name="forge")
+    assert _problems(checked) == []
+
+
+def test_a_report_of_another_class_is_named(checked: tuple[Any, Any]) -> None:
+    integrity, manager = checked
+
+    class Forged(TestReport):
+        pass
+
+    assert integrity.check(manager, Forged.__new__(Forged), full=False) == [
+        f"a report of class {Forged.__qualname__}, not pytest's"
+    ]
