@@ -69,6 +69,10 @@ HEAVY_FIRST = (
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The files of ``HEAVY_FIRST`` first, in its order; the rest after them in their usual order."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    gone = [path for path in HEAVY_FIRST if not os.path.isfile(os.path.join(root, path))]
+    if gone:  # a renamed heavy file would go back to xdist's order, where it may run last and alone
+        raise pytest.UsageError(f"tests/conftest.py's HEAVY_FIRST names files that are gone: {', '.join(gone)}")
     rank = {path: i for i, path in enumerate(HEAVY_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(HEAVY_FIRST)))
 
