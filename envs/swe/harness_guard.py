@@ -510,7 +510,9 @@ class Integrity:
         try:
             relay = vars(pluginmanager.hook)
             names = sorted(relay)
-            impls = list(map(_GET_IMPLS, map(relay.__getitem__, names)))
+            # each caller's answer read once into a list: the numbers are then what was read, not what the answer's
+            # __len__ says (else one implementation moved between two neighbouring callers would read the same, flat)
+            impls = list(map(list, map(_GET_IMPLS, map(relay.__getitem__, names))))
             return names, list(map(len, impls)), list(_chain(map(_HOOK_FIELDS, _chain(impls))))
         except Exception:
             return None

@@ -95,3 +95,38 @@ def test_a_report_of_another_class_is_named(checked: tuple[Any, Any]) -> None:
     assert integrity.check(manager, Forged.__new__(Forged), full=False) == [
         f"a report of class {Forged.__qualname__}, not pytest's"
     ]
+
+
+def test_an_implementation_moved_between_two_callers_is_named_even_where_their_answers_misstate_their_length(
+    checked: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the fast comparison is flat (every implementation's fields in a row) plus each caller's number: the number
+    # must be what was read, or the last implementation of one caller moved to the next reads the same
+    integrity, manager = checked
+    relay = vars(manager.hook)
+    names = sorted(relay)
+    counts = [len(relay[n].get_hookimpls()) for n in names]
+    j = next(j for j in range(len(names) - 1) if counts[j] >= 2 and counts[j + 1] >= 1)
+    first, second = relay[names[j]].get_hookimpls(), relay[names[j + 1]].get_hookimpls()
+
+    class Misstated(list):  # iterates its items, says another length
+        def __init__(self, items: list[Any], length: int) -> None:
+            super().__init__(items)
+            self.length = length
+
+        def __len__(self) -> int:
+            return self.length
+
+    class Caller:
+        def __init__(self, answer: list[Any]) -> None:
+            self.answer = answer
+
+        def get_hookimpls(self) -> list[Any]:
+            return self.answer
+
+    monkeypatch.setitem(relay, names[j], Caller(Misstated(first[:-1], len(first))))
+    monkeypatch.setitem(relay, names[j + 1], Caller(Misstated(first[-1:] + second, len(second))))
+    problems = _problems(checked)
+    assert problems and problems[0].startswith("the registered hook implementations changed"), problems
+    monkeypatch.undo()
+    assert _problems(checked) == []
