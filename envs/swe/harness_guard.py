@@ -74,6 +74,8 @@ _IS, _CALL, _chain = operator.is_, operator.call, itertools.chain.from_iterable
 #: A hook implementation's fields that the checks compare (``wrapper``: pluggy 1.1 and later).
 _HOOK_FIELDS = operator.attrgetter("plugin", "function", "function.__code__", "hookwrapper", "wrapper")
 _GET_IMPLS = operator.methodcaller("get_hookimpls")
+#: A class's own namespace, read through ``type``'s descriptor (a metaclass's ``__dict__`` never answers for it).
+_OWN_DICT = type.__dict__["__dict__"].__get__
 
 #: Trusted helpers whose result hands frames (or tracebacks) to their caller: (file tail, function).
 EXPOSING = frozenset(
@@ -455,6 +457,7 @@ class Integrity:
         # Each namespace's held values: one itemgetter per namespace reads them back, compared by identity in one
         # C loop (``_changed_modules``); ``_entries`` (namespace, key, value, owner) names what differs.
         self._getters, self._spaces, self._values, self._entries = [], [], [], []
+        self._odd = []  # entries of a namespace that is no plain dict: compared one by one at every check
         self._hook_state = None  # the hook implementations as _hook_fields reads them (None: read the slow way)
         self._seen_modules = 0
         self._prefixes = prefixes
@@ -484,23 +487,31 @@ class Integrity:
     def _take(self, name, module):
         values = dict(vars(module))
         self._modules[name] = (module, values)
-        self._hold(vars(module), name, [(k, v) for k, v in values.items() if (name, k) not in self._mutable])
+        space = vars(module)
+        pairs = [(k, v) for k, v in values.items() if (name, k) not in self._mutable]
+        self._hold(space, name, pairs, space if type(space) is dict else None)
         for value in values.values():
             # the framework's own classes (what it imports from elsewhere is that module's)
             if isinstance(value, type) and value not in self._classes and value.__module__ == name:
                 self._classes[value] = dict(vars(value))
                 qualname = value.__qualname__
                 pairs = [(k, v) for k, v in vars(value).items() if (qualname, k) not in _MUTABLE_CLASS_ATTRIBUTES]
-                self._hold(vars(value), qualname, pairs)
+                self._hold(vars(value), qualname, pairs, _OWN_DICT(value))
 
-    def _hold(self, space, owner, pairs):
-        """Hold ``space``'s (key, value) ``pairs``, read back at each check by one ``itemgetter``."""
+    def _hold(self, space, owner, pairs, read):
+        """Hold ``space``'s (key, value) ``pairs``, read back at each check by one ``itemgetter`` on ``read``: a plain
+        dict or a class's own namespace, whose lookups no Python code answers (None: ``space`` is something else, a
+        mapping whose ``__getitem__`` could answer the old value, so its entries are compared one by one)."""
         if not pairs:
             return
-        self._entries += [(space, k, v, owner) for k, v in pairs]
+        entries = [(space, k, v, owner) for k, v in pairs]
+        self._entries += entries
+        if read is None:
+            self._odd += entries
+            return
         pairs.append(pairs[0])  # two keys at least: the getter then always answers a tuple
         self._getters.append(operator.itemgetter(*(k for k, _ in pairs)))
-        self._spaces.append(space)
+        self._spaces.append(read)
         self._values += [v for _, v in pairs]
 
     @staticmethod
@@ -579,11 +590,9 @@ class Integrity:
             same = all(map(_IS, _chain(map(_CALL, self._getters, self._spaces)), self._values))
         except KeyError:
             same = False
-        problems = []
-        if not same:
-            missing = object()
-            problems = [f"{owner}.{k} was replaced" for space, k, v, owner in self._entries
-                        if space.get(k, missing) is not v]  # fmt: skip
+        missing = object()
+        problems = [f"{owner}.{k} was replaced" for space, k, v, owner in (self._odd if same else self._entries)
+                    if space.get(k, missing) is not v]  # fmt: skip
         if len(sys.modules) != self._seen_modules:
             self._seen_modules = len(sys.modules)
             for name, module in self._framework_modules():
