@@ -65,7 +65,7 @@ def test_a_replaced_or_removed_attribute_of_a_framework_module_or_class_is_named
 def test_a_changed_hook_implementation_or_an_added_plugin_is_named(
     checked: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    integrity, manager = checked
+    _, manager = checked
     (first, *_) = manager.hook.pytest_runtest_setup.get_hookimpls()
     monkeypatch.setattr(first, "function", bool)  # a builtin: no code of its own
     problems = _problems(checked)
@@ -105,7 +105,7 @@ def test_an_implementation_moved_between_two_callers_is_named_even_where_their_a
 ) -> None:
     # the fast comparison is flat (every implementation's fields in a row) plus each caller's number: the number
     # must be what was read, or the last implementation of one caller moved to the next reads the same
-    integrity, manager = checked
+    _, manager = checked
     relay = vars(manager.hook)
     names = sorted(relay)
     counts = [len(relay[n].get_hookimpls()) for n in names]
@@ -140,7 +140,6 @@ def test_a_framework_namespace_that_answers_the_old_value_for_a_replaced_one_is_
 ) -> None:
     # a module of pytest's name whose namespace is a dict subclass: its __getitem__ (which the fast comparison's
     # itemgetter would call) answers the held value, its stored one is another; compared one by one, it is named
-    integrity, manager = checked
 
     class Answering(dict):
         held: dict[str, Any] = {}
